@@ -1,0 +1,78 @@
+# kubeskills: build, generate, test and run.
+
+# Tool versions, pinned. Tools are built from the Go module proxy into bin/.
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+
+LOCALBIN := $(CURDIR)/bin
+CONTROLLER_GEN := $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
+
+# Where envtest finds kube-apiserver and etcd (built by hack/build-k8s.sh).
+K8S_VERSION := $(shell awk '$$1 == "k8s.io/kubernetes" { print $$2; exit }' hack/k8s/go.mod)
+ENVTEST_ASSETS := $(LOCALBIN)/k8s/$(K8S_VERSION)
+export KUBEBUILDER_ASSETS := $(ENVTEST_ASSETS)
+
+GO_TEST_FLAGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object paths="./api/..."
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
+	$(CONTROLLER_GEN) rbac:roleName=kubeskills-manager crd paths="./..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify
+verify: generate manifests ## Fail when generated files are stale or code is unformatted.
+	@stale=$$(git status --porcelain -- api config); test -z "$$stale" || { echo "generated files are stale (run 'make generate manifests' and commit):"; echo "$$stale"; exit 1; }
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "unformatted: $$(gofmt -l $$(git ls-files '*.go'))"; exit 1; }
+
+.PHONY: fmt
+fmt: ## Format the code.
+	go fmt ./...
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: vet ## Run the linters (go vet and gofmt).
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+.PHONY: envtest
+envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cached).
+	@hack/build-k8s.sh kube-apiserver etcd kubectl >/dev/null
+
+.PHONY: test
+test: envtest ## Run unit and envtest tests against a real kube-apiserver and etcd.
+	go test $(GO_TEST_FLAGS) ./...
+
+##@ Build and run
+
+.PHONY: build
+build: ## Build the binaries into bin/.
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./cmd/...
+
+.PHONY: run
+run: ## Run the manager against the cluster of the current kubeconfig.
+	go run ./cmd/manager
+
+.PHONY: run-local
+run-local: envtest build ## Start a local control plane with the operator and the samples.
+	hack/run-local.sh
+
+.PHONY: docker-build
+docker-build: ## Build the image (needs a Docker engine).
+	docker build -t $${IMG:-kubeskills:dev} .
+
+$(CONTROLLER_GEN):
+	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	mv $(LOCALBIN)/controller-gen $@
