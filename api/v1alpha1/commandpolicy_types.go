@@ -1,0 +1,248 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PolicyAction is what a CommandPolicy decides for a command.
+// +kubebuilder:validation:Enum=Always;Ask;Never
+type PolicyAction string
+
+const (
+	// ActionAlways runs the command without asking anyone.
+	ActionAlways PolicyAction = "Always"
+	// ActionAsk runs the command once a person approves it.
+	ActionAsk PolicyAction = "Ask"
+	// ActionNever refuses the command.
+	ActionNever PolicyAction = "Never"
+)
+
+// CommandPolicySpec decides which commands an agent may run and how the
+// sandbox that runs them is built.
+type CommandPolicySpec struct {
+	// rules are glob patterns over a command's words, each with an action.
+	// Every simple command of a pipeline or list is judged on its own and the
+	// whole takes the strictest decision: Never over Ask over Always.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Rules []PolicyRule `json:"rules,omitempty"`
+
+	// defaultAction applies to a command that no rule matches.
+	// +optional
+	// +kubebuilder:default=Ask
+	DefaultAction PolicyAction `json:"defaultAction,omitempty"`
+
+	// examples are the policy's own tests: each command must get the expected
+	// action, or the policy is not Ready and names the failing command.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Examples []PolicyExample `json:"examples,omitempty"`
+
+	// approvalTimeout is how long a command waits for a person before it
+	// expires.
+	// +optional
+	// +kubebuilder:default="1h"
+	ApprovalTimeout *metav1.Duration `json:"approvalTimeout,omitempty"`
+
+	// history says how many finished CommandRuns are kept, and how long.
+	// +optional
+	History *RunHistory `json:"history,omitempty"`
+
+	// sandbox shapes the Jobs that run commands.
+	// +optional
+	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
+// PolicyRule matches commands by a glob pattern over their words.
+type PolicyRule struct {
+	// pattern is a glob over a simple command's words, e.g. `kubectl get *`
+	// or `git status`. See the README for the exact semantics.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Pattern string `json:"pattern"`
+
+	// action is taken for a command the pattern matches.
+	// +required
+	Action PolicyAction `json:"action"`
+
+	// description says why the rule exists; it is shown with decisions.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+}
+
+// PolicyExample is a command and the action the policy must take for it.
+type PolicyExample struct {
+	// command is a shell command line.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16384
+	Command string `json:"command"`
+
+	// expect is the action the policy must decide.
+	// +required
+	Expect PolicyAction `json:"expect"`
+}
+
+// RunHistory bounds the finished CommandRuns kept for a policy.
+type RunHistory struct {
+	// maxRuns is how many finished runs are kept per agent.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	MaxRuns *int32 `json:"maxRuns,omitempty"`
+
+	// maxAge is how long a finished run is kept.
+	// +optional
+	// +kubebuilder:default="168h"
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+}
+
+// Sandbox shapes the Job that runs a command.
+type Sandbox struct {
+	// image is the toolbox image commands run in. The operator injects its
+	// runner into it, so any image with /bin/sh works. Defaults to the
+	// operator's --sandbox-image flag.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+
+	// timeout is the default and the longest time a command may run.
+	// +optional
+	// +kubebuilder:default="5m"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// resources are the sandbox container's requests and limits.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// outputLimitBytes caps stdout and stderr, each; output past it is cut
+	// and flagged as truncated.
+	// +optional
+	// +kubebuilder:default=65536
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=262144
+	OutputLimitBytes *int32 `json:"outputLimitBytes,omitempty"`
+
+	// egress is the network the sandbox may reach. Empty: none at all.
+	// +optional
+	Egress *Egress `json:"egress,omitempty"`
+
+	// runtimeClassName runs sandboxes under a RuntimeClass such as gVisor
+	// or Kata.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	RuntimeClassName *string `json:"runtimeClassName,omitempty"`
+
+	// envFromSecrets exposes Secrets as environment variables to commands.
+	// Only the sandbox sees them, never the agent.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	EnvFromSecrets []SecretEnv `json:"envFromSecrets,omitempty"`
+
+	// ttlSecondsAfterFinished is how long a finished Job and its pod are kept
+	// (the CommandRun keeps the result longer).
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=604800
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// Egress is the network a sandbox may reach.
+type Egress struct {
+	// cidrs are the address ranges the sandbox may connect to.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="spec.sandbox.egress.cidrs must hold CIDRs such as 10.0.0.0/8"
+	CIDRs []string `json:"cidrs,omitempty"`
+
+	// ports limit the connections to these TCP ports; empty means any port.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Minimum=1
+	// +kubebuilder:validation:items:Maximum=65535
+	Ports []int32 `json:"ports,omitempty"`
+
+	// dns lets the sandbox query the cluster's DNS service.
+	// +optional
+	DNS bool `json:"dns,omitempty"`
+}
+
+// SecretEnv exposes one Secret's keys as environment variables.
+type SecretEnv struct {
+	// secretName names a Secret in the policy's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+
+	// prefix is put before each variable's name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// CommandPolicyStatus tells whether a policy is in force.
+type CommandPolicyStatus struct {
+	// observedGeneration is the generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Ready, Reconciling and Stalled.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// ruleCount is the number of rules in force.
+	// +optional
+	RuleCount int32 `json:"ruleCount,omitempty"`
+}
+
+// CommandPolicy decides which commands agents may run: Always, after a
+// person's approval (Ask), or Never; and how the sandbox Jobs are built.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cpol,categories=kubeskills
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.defaultAction`
+// +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=10
+type CommandPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec holds the rules and the sandbox settings.
+	// +required
+	Spec CommandPolicySpec `json:"spec"`
+
+	// status tells whether the policy is in force.
+	// +optional
+	Status CommandPolicyStatus `json:"status,omitempty"`
+}
+
+// CommandPolicyList is a list of CommandPolicies.
+//
+// +kubebuilder:object:root=true
+type CommandPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CommandPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CommandPolicy{}, &CommandPolicyList{})
+}

@@ -1,0 +1,244 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RunPhase is where a CommandRun is in its life.
+// +kubebuilder:validation:Enum=Pending;AwaitingApproval;Running;Succeeded;Failed;Denied;Expired;TimedOut
+type RunPhase string
+
+const (
+	// PhasePending: the run waits for its policy decision or its Job.
+	PhasePending RunPhase = "Pending"
+	// PhaseAwaitingApproval: the policy said Ask; a person must decide.
+	PhaseAwaitingApproval RunPhase = "AwaitingApproval"
+	// PhaseRunning: the command's Job runs.
+	PhaseRunning RunPhase = "Running"
+	// PhaseSucceeded: the command exited 0.
+	PhaseSucceeded RunPhase = "Succeeded"
+	// PhaseFailed: the command exited non-zero or its sandbox failed.
+	PhaseFailed RunPhase = "Failed"
+	// PhaseDenied: the policy or a person refused the command.
+	PhaseDenied RunPhase = "Denied"
+	// PhaseExpired: nobody decided before the approval timeout.
+	PhaseExpired RunPhase = "Expired"
+	// PhaseTimedOut: the command ran past its timeout and was stopped.
+	PhaseTimedOut RunPhase = "TimedOut"
+)
+
+// ApprovalDecision is a person's answer to a command that waits for one.
+// +kubebuilder:validation:Enum=Approved;Denied
+type ApprovalDecision string
+
+const (
+	// Approved lets the command run.
+	Approved ApprovalDecision = "Approved"
+	// Denied refuses the command.
+	Denied ApprovalDecision = "Denied"
+)
+
+// CommandRunSpec is a command an agent asks to run. Only spec.approval may
+// change after creation, and only once.
+// +kubebuilder:validation:XValidation:rule="self.agent == oldSelf.agent",message="spec.agent is immutable"
+// +kubebuilder:validation:XValidation:rule="self.command == oldSelf.command",message="spec.command is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.skill) == has(oldSelf.skill) && (!has(self.skill) || self.skill == oldSelf.skill)",message="spec.skill is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout)",message="spec.timeout is immutable"
+// +kubebuilder:validation:XValidation:rule="has(self.requestedBy) == has(oldSelf.requestedBy) && (!has(self.requestedBy) || self.requestedBy == oldSelf.requestedBy)",message="spec.requestedBy is immutable"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && self.approval == oldSelf.approval)",message="spec.approval cannot be changed once set"
+type CommandRunSpec struct {
+	// agent names the Agent, in this namespace, the command runs for. Its
+	// policy judges the command.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Agent string `json:"agent"`
+
+	// command is a shell command line, run with `/bin/sh -c`.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=16384
+	Command string `json:"command"`
+
+	// skill names the Skill the command serves; its allowedTools narrow the
+	// policy and its files are mounted read-only in the sandbox.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Skill string `json:"skill,omitempty"`
+
+	// timeout bounds how long the command runs; at most, and by default, the
+	// policy's sandbox timeout.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// requestedBy is the user who created the run; admission makes it true.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	RequestedBy string `json:"requestedBy,omitempty"`
+
+	// approval is a person's decision on a command the policy says to Ask
+	// about. It can be set once, by someone other than the requester.
+	// +optional
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval is a person's decision on a command.
+type Approval struct {
+	// decision is Approved or Denied.
+	// +required
+	Decision ApprovalDecision `json:"decision"`
+
+	// approver is the user who decided; admission makes it true.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Approver string `json:"approver,omitempty"`
+
+	// reason says why, for the record and for the agent.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+}
+
+// PolicyDecision is the policy's verdict on a command, recorded once.
+type PolicyDecision struct {
+	// action is what the policy decided.
+	// +required
+	Action PolicyAction `json:"action"`
+
+	// rule is the pattern of the rule that decided; empty for the default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Rule string `json:"rule,omitempty"`
+
+	// reason explains the decision, naming the part of the command and the
+	// construct that decided it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Reason string `json:"reason,omitempty"`
+
+	// policy names the CommandPolicy that judged the command.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Policy string `json:"policy,omitempty"`
+
+	// policyGeneration is the generation of the policy that judged it.
+	// +optional
+	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+}
+
+// CommandResult is what a finished command produced.
+type CommandResult struct {
+	// exitCode is the command's exit status.
+	// +optional
+	ExitCode *int32 `json:"exitCode,omitempty"`
+
+	// stdout is the command's standard output, up to the policy's cap.
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
+	Stdout string `json:"stdout,omitempty"`
+
+	// stderr is the command's standard error, up to the policy's cap.
+	// +optional
+	// +kubebuilder:validation:MaxLength=262144
+	Stderr string `json:"stderr,omitempty"`
+
+	// stdoutTruncated is true when stdout was cut at the cap.
+	// +optional
+	StdoutTruncated bool `json:"stdoutTruncated,omitempty"`
+
+	// stderrTruncated is true when stderr was cut at the cap.
+	// +optional
+	StderrTruncated bool `json:"stderrTruncated,omitempty"`
+
+	// duration is how long the command ran.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+}
+
+// CommandRunStatus records the decision on a command and its result.
+type CommandRunStatus struct {
+	// observedGeneration is the generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Succeeded (Unknown until the run ends, then never changed).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// phase is where the run is in its life.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"`
+
+	// decision is the policy's verdict, recorded once.
+	// +optional
+	Decision *PolicyDecision `json:"decision,omitempty"`
+
+	// shortCommand is the start of the command, for `kubectl get`.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ShortCommand string `json:"shortCommand,omitempty"`
+
+	// jobName names the Job that runs the command.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	JobName string `json:"jobName,omitempty"`
+
+	// approvalDeadline is when a run awaiting approval expires.
+	// +optional
+	ApprovalDeadline *metav1.Time `json:"approvalDeadline,omitempty"`
+
+	// startTime is when the command's Job was created.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the run ended.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// result is what the command produced.
+	// +optional
+	Result *CommandResult `json:"result,omitempty"`
+}
+
+// CommandRun is one command an agent asks to run: judged by a CommandPolicy,
+// approved by a person when the policy says Ask, and run as a sandboxed Job.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=crun,categories=kubeskills
+// +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agent`
+// +kubebuilder:printcolumn:name="Command",type=string,JSONPath=`.status.shortCommand`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Exit",type=integer,JSONPath=`.status.result.exitCode`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.status.decision.action`,priority=10
+// +kubebuilder:printcolumn:name="Skill",type=string,JSONPath=`.spec.skill`,priority=10
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.decision.reason`,priority=10
+type CommandRun struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the command and, once a person decides, the approval.
+	// +required
+	Spec CommandRunSpec `json:"spec"`
+
+	// status is the decision, the phase and the result.
+	// +optional
+	Status CommandRunStatus `json:"status,omitempty"`
+}
+
+// CommandRunList is a list of CommandRuns.
+//
+// +kubebuilder:object:root=true
+type CommandRunList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []CommandRun `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&CommandRun{}, &CommandRunList{})
+}

@@ -1,0 +1,152 @@
+// Package testenv starts a real kube-apiserver and etcd (controller-runtime's
+// envtest) with the kubeskills CRDs installed, once per test package.
+//
+// The binaries come from bin/k8s/<version>/, built by `make envtest` from the
+// Go module proxy. KUBEBUILDER_ASSETS, when set, takes precedence.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// Env is a running control plane.
+type Env struct {
+	// Config reaches the API server as a cluster admin.
+	Config *rest.Config
+	// Client is a client for Config with the kubeskills and core kinds.
+	Client client.Client
+	// Scheme knows the kubeskills and core kinds.
+	Scheme *k8sruntime.Scheme
+
+	env *envtest.Environment
+}
+
+// RepoRoot is the root of the kubeskills checkout.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Start starts the control plane and installs the CRDs of config/crd/bases.
+func Start() (*Env, error) {
+	assets, err := assetsDir()
+	if err != nil {
+		return nil, err
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to build scheme: %w", err)
+	}
+	if err := skillsv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to build scheme: %w", err)
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		// Start can fail after the processes are up (installing the CRDs).
+		_ = env.Stop()
+		return nil, fmt.Errorf("failed to start the control plane from %s: %w", assets, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, fmt.Errorf("failed to create client: %w", err)
+	}
+	return &Env{Config: cfg, Client: c, Scheme: scheme, env: env}, nil
+}
+
+// Stop stops the control plane.
+func (e *Env) Stop() error { return e.env.Stop() }
+
+// AddUser adds a user with the given groups and returns a config that
+// authenticates as that user, for tests of RBAC and admission.
+func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("failed to add user %s: %w", name, err)
+	}
+	return u.Config(), nil
+}
+
+// Run starts the control plane, runs the package's tests, stops it and
+// returns the exit code: the body of a TestMain.
+func Run(m interface{ Run() int }, ready func(*Env)) int {
+	env, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ready(env)
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "failed to stop the control plane:", err)
+	}
+	return code
+}
+
+// assetsDir finds the directory holding kube-apiserver and etcd.
+func assetsDir() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	version, err := kubernetesVersion()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(RepoRoot(), "bin", "k8s", version)
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("no %s in %s: run 'make envtest' to build it", name, dir)
+		}
+	}
+	return dir, nil
+}
+
+// kubernetesVersion reads the version of k8s.io/kubernetes that
+// hack/k8s/go.mod builds the control plane from.
+func kubernetesVersion() (string, error) {
+	data, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "k8s", "go.mod"))
+	if err != nil {
+		return "", fmt.Errorf("failed to read hack/k8s/go.mod: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "k8s.io/kubernetes" {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("failed to find k8s.io/kubernetes in hack/k8s/go.mod")
+}
+
+// AdminKubeconfig returns a kubeconfig for a cluster-admin user.
+func (e *Env) AdminKubeconfig() ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, e.Config)
+	if err != nil {
+		return nil, fmt.Errorf("failed to add admin user: %w", err)
+	}
+	data, err := u.KubeConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to write admin kubeconfig: %w", err)
+	}
+	return data, nil
+}
+
+// KubectlPath is the kubectl built beside kube-apiserver.
+func (e *Env) KubectlPath() string { return filepath.Join(e.env.BinaryAssetsDirectory, "kubectl") }
