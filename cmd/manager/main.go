@@ -1,0 +1,33 @@
+// Command manager is the kubeskills operator: it validates Skills into
+// ConfigMaps, runs Agents, and judges and runs CommandRuns.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kubeskills/kubeskills/internal/manager"
+)
+
+func main() {
+	var o manager.Options
+	o.BindFlags(flag.CommandLine)
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	mgr, err := manager.New(ctrl.GetConfigOrDie(), o)
+	if err == nil {
+		ctrl.Log.WithName("setup").Info("Starting manager")
+		err = mgr.Start(ctrl.SetupSignalHandler())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
