@@ -1,0 +1,161 @@
+// Command runner is the wrapper that runs one shell command inside a
+// kubeskills sandbox Job and reports its result.
+//
+// An init container running the operator image copies the runner into a
+// shared volume:
+//
+//	runner install /kubeskills/bin/runner
+//
+// and the main container, built from any image that has /bin/sh, runs:
+//
+//	/kubeskills/bin/runner run --timeout=30s --output-limit=65536 \
+//	    --result-file=/dev/termination-log -- 'COMMAND'
+//
+// The runner writes the full result as one line starting with
+// "KUBESKILLS-RESULT " to its stdout (the container log), and the result or,
+// when it is larger than 4096 bytes, a summary pointing to that line, to the
+// result file (the termination message). Package
+// github.com/kubeskills/kubeskills/internal/runner decodes both.
+//
+// Exit codes: the command's own exit status (128+N when it was killed by
+// signal N); 124 when the timeout expired; 128+N when the runner itself
+// received signal N (SIGTERM, SIGINT or SIGHUP, forwarded to the command);
+// 127 when the shell does not exist, 126 when it cannot be executed; 125 when
+// the runner failed: bad usage, a missing working directory, or a result it
+// could not write.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/kubeskills/kubeskills/internal/runner"
+)
+
+const usage = `Usage:
+  runner run [flags] -- COMMAND
+      Run COMMAND with /bin/sh -c and report its result.
+  runner install DEST
+      Copy this executable to DEST with mode 0555.
+
+Run 'runner run -h' for the flags of run.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		_, _ = fmt.Fprint(stderr, usage)
+		return runner.ExitRunnerFailure
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(args[1:], stdout, stderr)
+	case "install":
+		return install(args[1:], stderr)
+	case "help", "-h", "-help", "--help":
+		_, _ = fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		_, _ = fmt.Fprintf(stderr, "runner: unknown subcommand %q\n%s", args[0], usage)
+		return runner.ExitRunnerFailure
+	}
+}
+
+// install implements "runner install DEST".
+func install(args []string, stderr io.Writer) int {
+	if len(args) != 1 || args[0] == "" {
+		_, _ = fmt.Fprintf(stderr, "runner: install takes exactly one destination path\n%s", usage)
+		return runner.ExitRunnerFailure
+	}
+	if err := runner.Install(args[0]); err != nil {
+		_, _ = fmt.Fprintf(stderr, "runner: %v\n", err)
+		return runner.ExitRunnerFailure
+	}
+	return 0
+}
+
+// runFlags holds the flags of "runner run".
+type runFlags struct {
+	timeout     time.Duration
+	grace       time.Duration
+	outputLimit int64
+	resultFile  string
+	dir         string
+}
+
+// parseRunFlags parses the flags of "runner run" and returns them with the
+// command string. A usage error after the result file is known is returned
+// as usageErr so that it can still be reported as a result.
+func parseRunFlags(args []string, stderr io.Writer) (f runFlags, command string, usageErr, parseErr error) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(stderr, "Usage: runner run [flags] -- COMMAND\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	fs.DurationVar(&f.timeout, "timeout", 0, "stop the command after this long (0: no timeout)")
+	fs.DurationVar(&f.grace, "grace", runner.DefaultGrace, "time between SIGTERM and SIGKILL when stopping the command")
+	fs.Int64Var(&f.outputLimit, "output-limit", runner.DefaultOutputLimit, "bytes kept of each of stdout and stderr")
+	fs.StringVar(&f.resultFile, "result-file", "", "file that receives the result or its summary, e.g. /dev/termination-log")
+	fs.StringVar(&f.dir, "dir", "", "working directory of the command (default: the current one)")
+	if err := fs.Parse(args); err != nil {
+		return f, "", nil, err
+	}
+	switch {
+	case fs.NArg() != 1:
+		usageErr = fmt.Errorf("run takes exactly one command string after --, got %d arguments", fs.NArg())
+	case f.timeout < 0:
+		usageErr = fmt.Errorf("--timeout must not be negative, got %s", f.timeout)
+	case f.grace <= 0:
+		usageErr = fmt.Errorf("--grace must be positive, got %s", f.grace)
+	case f.outputLimit <= 0:
+		usageErr = fmt.Errorf("--output-limit must be positive, got %d", f.outputLimit)
+	}
+	return f, fs.Arg(0), usageErr, nil
+}
+
+// runCommand implements "runner run".
+func runCommand(args []string, stdout, stderr io.Writer) int {
+	f, command, usageErr, err := parseRunFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return runner.ExitRunnerFailure
+	}
+	var res *runner.Result
+	if usageErr != nil {
+		_, _ = fmt.Fprintf(stderr, "runner: %v\n", usageErr)
+		res = &runner.Result{ExitCode: runner.ExitRunnerFailure, Error: usageErr.Error()}
+	} else {
+		signals := make(chan os.Signal, 4)
+		signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+		defer signal.Stop(signals)
+		res = runner.Run(runner.Options{
+			Command:     command,
+			Dir:         f.dir,
+			Timeout:     f.timeout,
+			Grace:       f.grace,
+			OutputLimit: f.outputLimit,
+			Signals:     signals,
+		})
+	}
+	if res.Error != "" && usageErr == nil {
+		_, _ = fmt.Fprintf(stderr, "runner: %s\n", res.Error)
+	}
+	if err := runner.Report(res, stdout, f.resultFile); err != nil {
+		_, _ = fmt.Fprintf(stderr, "runner: %v\n", err)
+		return runner.ExitRunnerFailure
+	}
+	return res.ExitCode
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubeskills/kubeskills/internal/runner"
+)
+
+// asMainEnv makes the test binary behave as the runner, so tests can run it
+// as a real process and send it signals.
+const asMainEnv = "KUBESKILLS_RUNNER_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// runnerProcess returns a command that runs path as the runner with args.
+func runnerProcess(path string, args ...string) *exec.Cmd {
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), asMainEnv+"=1")
+	return cmd
+}
+
+// readResult decodes the result file and the log the way the controller
+// does.
+func readResult(t *testing.T, resultFile string, log []byte) *runner.Result {
+	t.Helper()
+	msg, err := os.ReadFile(resultFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runner.ReadResult(string(msg), func() ([]byte, error) { return log, nil })
+	if err != nil {
+		t.Fatalf("failed to read result from %q: %v", msg, err)
+	}
+	return res
+}
+
+func TestRunSubcommand(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		exitCode int
+		stdout   string
+		timedOut bool
+		errorHas string
+	}{
+		{name: "exit code passed through", args: []string{"--", "echo hi; exit 3"}, exitCode: 3, stdout: "hi\n"},
+		{name: "flags with equals", args: []string{"--timeout=2s", "--output-limit=2", "--", "echo hello"},
+			stdout: "he"},
+		{name: "working directory", args: []string{"--dir=/", "--", "pwd"}, stdout: "/\n"},
+		{name: "timeout", args: []string{"--timeout=200ms", "--grace=500ms", "--", "sleep 5"},
+			exitCode: runner.ExitTimeout, timedOut: true},
+		{name: "large output", args: []string{"--", "yes | head -c 50000"}, stdout: strings.Repeat("y\n", 25000)},
+		{name: "no command", args: []string{"--timeout=1s"}, exitCode: runner.ExitRunnerFailure,
+			errorHas: "exactly one command"},
+		{name: "command split in words", args: []string{"--", "echo", "hi"}, exitCode: runner.ExitRunnerFailure,
+			errorHas: "exactly one command"},
+		{name: "negative timeout", args: []string{"--timeout=-1s", "--", "true"}, exitCode: runner.ExitRunnerFailure,
+			errorHas: "--timeout"},
+		{name: "zero output limit", args: []string{"--output-limit=0", "--", "true"}, exitCode: runner.ExitRunnerFailure,
+			errorHas: "--output-limit"},
+		{name: "missing directory", args: []string{"--dir=/nonexistent/dir", "--", "true"},
+			exitCode: runner.ExitRunnerFailure, errorHas: "/nonexistent/dir"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resultFile := filepath.Join(t.TempDir(), "termination-log")
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"run", "--result-file=" + resultFile}, tc.args...)
+			if code := run(args, &stdout, &stderr); code != tc.exitCode {
+				t.Errorf("exit code = %d, want %d (stderr %q)", code, tc.exitCode, stderr.String())
+			}
+			res := readResult(t, resultFile, stdout.Bytes())
+			if res.ExitCode != tc.exitCode || res.Stdout != tc.stdout || res.TimedOut != tc.timedOut {
+				t.Errorf("result = exit %d, stdout %q, timed out %t", res.ExitCode, res.Stdout, res.TimedOut)
+			}
+			if !strings.Contains(res.Error, tc.errorHas) || (tc.errorHas == "") != (res.Error == "") {
+				t.Errorf("result error = %q, want it to contain %q", res.Error, tc.errorHas)
+			}
+		})
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		exitCode int
+	}{
+		{name: "no subcommand", args: nil, exitCode: runner.ExitRunnerFailure},
+		{name: "unknown subcommand", args: []string{"exec"}, exitCode: runner.ExitRunnerFailure},
+		{name: "unknown flag", args: []string{"run", "--nope", "--", "true"}, exitCode: runner.ExitRunnerFailure},
+		{name: "bad duration", args: []string{"run", "--timeout=soon", "--", "true"}, exitCode: runner.ExitRunnerFailure},
+		{name: "install without destination", args: []string{"install"}, exitCode: runner.ExitRunnerFailure},
+		{name: "install into a file", args: []string{"install", "/dev/null/runner"}, exitCode: runner.ExitRunnerFailure},
+		{name: "help", args: []string{"help"}, exitCode: 0},
+		{name: "run help", args: []string{"run", "-h"}, exitCode: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != tc.exitCode {
+				t.Errorf("exit code = %d, want %d", code, tc.exitCode)
+			}
+			if tc.exitCode != 0 && stderr.Len() == 0 {
+				t.Error("nothing written to stderr")
+			}
+		})
+	}
+}
+
+func TestInstallThenRunTheCopy(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "kubeskills", "bin", "runner")
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"install", dst}, &stdout, &stderr); code != 0 {
+		t.Fatalf("install exit code = %d: %s", code, stderr.String())
+	}
+	fi, err := os.Stat(dst)
+	if err != nil || fi.Mode().Perm() != runner.InstalledMode {
+		t.Fatalf("installed file: %v, %v", fi, err)
+	}
+	resultFile := filepath.Join(t.TempDir(), "termination-log")
+	cmd := runnerProcess(dst, "run", "--result-file="+resultFile, "--", "echo from the copy")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("running the installed copy: %v", err)
+	}
+	if res := readResult(t, resultFile, out); res.Stdout != "from the copy\n" || res.ExitCode != 0 {
+		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestRunnerForwardsSIGTERM(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	resultFile := filepath.Join(dir, "termination-log")
+	cmd := runnerProcess(self, "run", "--grace=500ms", "--dir="+dir, "--result-file="+resultFile, "--",
+		"trap 'echo stopping; exit 1' TERM; touch started; sleep 10 & wait")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatal("the command did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A signal that lands while the shell forks sleep can be lost in the
+	// child, which the runner then kills after its grace: allow for it.
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	want := runner.ExitSignalBase + int(syscall.SIGTERM)
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) || exitErr.ExitCode() != want {
+		t.Fatalf("runner exit = %v, want code %d", err, want)
+	}
+	// The command sleeps 10 s: ending well before shows it was stopped.
+	if elapsed := time.Since(start); elapsed > 8*time.Second {
+		t.Errorf("runner took %s to stop", elapsed)
+	}
+	res := readResult(t, resultFile, stdout.Bytes())
+	if res.ExitCode != want || res.Stdout != "stopping\n" || !strings.Contains(res.Error, "signal") {
+		t.Errorf("result = %+v", res)
+	}
+}

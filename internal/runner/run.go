@@ -1,0 +1,363 @@
+// Package runner runs one shell command inside a sandbox Job and reports
+// what happened: exit code, stdout and stderr captured separately and capped,
+// duration, truncation and timeout. It also decodes that report on the
+// controller's side.
+//
+// The package imports nothing but the standard library so that cmd/runner
+// stays a small static binary that an init container can copy into any
+// toolbox image.
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Exit codes of the runner besides the command's own exit status. They
+// follow coreutils timeout(1) and POSIX shells.
+const (
+	// ExitTimeout is used when the runner stopped the command at its timeout.
+	ExitTimeout = 124
+	// ExitRunnerFailure is used when the runner itself failed: bad usage, a
+	// missing working directory, an unexpected error while running.
+	ExitRunnerFailure = 125
+	// ExitCannotExecute is used when the shell exists but cannot be executed.
+	ExitCannotExecute = 126
+	// ExitNotFound is used when the shell does not exist.
+	ExitNotFound = 127
+	// ExitSignalBase plus a signal number is used when the command, or the
+	// runner itself, was killed by that signal.
+	ExitSignalBase = 128
+)
+
+// Defaults applied by Run to zero fields of Options.
+const (
+	// DefaultShell runs the command as DefaultShell -c COMMAND.
+	DefaultShell = "/bin/sh"
+	// DefaultOutputLimit is the per-stream capture limit in bytes.
+	DefaultOutputLimit = 64 << 10
+	// DefaultGrace is the time between SIGTERM and SIGKILL.
+	DefaultGrace = 3 * time.Second
+)
+
+// drainTimeout bounds how long Run keeps reading output after every process
+// it knows of was killed, in case a process left the process group and still
+// holds a pipe open.
+const drainTimeout = 500 * time.Millisecond
+
+// Options says what Run runs and how.
+type Options struct {
+	// Command is the shell command, run as Shell -c Command.
+	Command string
+	// Shell is the shell's path. Empty means DefaultShell.
+	Shell string
+	// Dir is the working directory. Empty means the runner's own.
+	Dir string
+	// Env is the command's environment. Nil means the runner's own.
+	Env []string
+	// Timeout stops the command after this long. Zero means no timeout.
+	Timeout time.Duration
+	// Grace is how long the process group has between SIGTERM and SIGKILL.
+	// Zero means DefaultGrace.
+	Grace time.Duration
+	// OutputLimit is the number of bytes kept of each of stdout and stderr.
+	// Zero or less means DefaultOutputLimit.
+	OutputLimit int64
+	// Signals, when not nil, delivers signals the runner received. Each is
+	// forwarded to the command's process group; the first one also stops
+	// the command as a timeout would, and the result reports it.
+	Signals <-chan os.Signal
+}
+
+// withDefaults returns o with its zero fields filled in.
+func (o Options) withDefaults() Options {
+	if o.Shell == "" {
+		o.Shell = DefaultShell
+	}
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.OutputLimit <= 0 {
+		o.OutputLimit = DefaultOutputLimit
+	}
+	return o
+}
+
+// stopReason records why the runner stopped the command, if it did.
+type stopReason struct {
+	timedOut bool
+	signal   os.Signal
+}
+
+// stopping reports whether the runner has started to stop the command.
+func (s stopReason) stopping() bool { return s.timedOut || s.signal != nil }
+
+// Run runs opts.Command with opts.Shell -c in a new process group, stdin
+// from /dev/null, and waits for it. It never returns nil.
+//
+// On timeout, or on the first signal from opts.Signals, the whole process
+// group gets SIGTERM (or that signal), then SIGKILL after opts.Grace. When the
+// shell exits on its own, processes it left running in its group are killed
+// at once, since the command is over.
+//
+// Each stream keeps its first opts.OutputLimit bytes; the rest is read and
+// counted, so the command never blocks on a full pipe. Invalid UTF-8 is
+// replaced by U+FFFD so the output survives JSON, then the text is cut again
+// at a character boundary if the replacement made it longer than the limit.
+func Run(opts Options) *Result {
+	o := opts.withDefaults()
+	res := &Result{}
+	if o.Dir != "" {
+		if err := checkDir(o.Dir); err != nil {
+			return failed(res, ExitRunnerFailure, err)
+		}
+	}
+	p, err := startProcess(o)
+	if err != nil {
+		return failed(res, startExitCode(err), err)
+	}
+	status, stop, waitErr := p.wait(o)
+	res.DurationMillis = p.ended.Sub(p.started).Milliseconds()
+	res.ExitCode = exitStatus(status)
+	switch {
+	case stop.timedOut:
+		res.TimedOut = true
+		res.ExitCode = ExitTimeout
+	case stop.signal != nil:
+		res.ExitCode = ExitSignalBase + signalNumber(stop.signal)
+		res.Error = fmt.Sprintf("runner received signal %s; command stopped", stop.signal)
+	case waitErr != nil:
+		res.ExitCode = ExitRunnerFailure
+		res.Error = fmt.Sprintf("failed to wait for %s: %v", o.Shell, waitErr)
+	}
+	res.Stdout, res.StdoutTruncated, res.StdoutBytes = p.stdout.result()
+	res.Stderr, res.StderrTruncated, res.StderrBytes = p.stderr.result()
+	for _, err := range []error{p.stdout.err, p.stderr.err} {
+		if err != nil && res.Error == "" {
+			res.Error = err.Error()
+		}
+	}
+	return res
+}
+
+// failed fills res for a command that could not be started.
+func failed(res *Result, code int, err error) *Result {
+	res.ExitCode = code
+	res.Error = err.Error()
+	return res
+}
+
+// checkDir verifies that dir is a directory.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("failed to use working directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("failed to use working directory %s: not a directory", dir)
+	}
+	return nil
+}
+
+// startExitCode maps an error from starting the shell to an exit code the
+// way a shell does for a command it cannot run.
+func startExitCode(err error) int {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return ExitNotFound
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.ENOEXEC):
+		return ExitCannotExecute
+	default:
+		return ExitRunnerFailure
+	}
+}
+
+// exitStatus returns the shell's exit status, or 128+N when it was killed by
+// signal N, or ExitRunnerFailure when there is no status.
+func exitStatus(state *os.ProcessState) int {
+	if state == nil {
+		return ExitRunnerFailure
+	}
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ExitSignalBase + int(ws.Signal())
+	}
+	if code := state.ExitCode(); code >= 0 {
+		return code
+	}
+	return ExitRunnerFailure
+}
+
+// signalNumber returns the number of a syscall signal, or SIGTERM's for any
+// other kind.
+func signalNumber(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return int(s)
+	}
+	return int(syscall.SIGTERM)
+}
+
+// process is a started shell and the readers of its output.
+type process struct {
+	cmd     *exec.Cmd
+	started time.Time
+	ended   time.Time
+	stdout  *capture
+	stderr  *capture
+	// outputDone is closed when both readers have finished.
+	outputDone chan struct{}
+	// exited receives the result of cmd.Wait.
+	exited chan error
+}
+
+// startProcess starts the shell in its own process group with one pipe per
+// output stream and a reader on each.
+func startProcess(o Options) (*process, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("failed to create stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		return nil, fmt.Errorf("failed to create stderr pipe: %w", err)
+	}
+	cmd := exec.Command(o.Shell, "-c", o.Command)
+	cmd.Dir = o.Dir
+	cmd.Env = o.Env
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &process{
+		cmd:        cmd,
+		started:    time.Now(),
+		stdout:     newCapture("stdout", outR, o.OutputLimit),
+		stderr:     newCapture("stderr", errR, o.OutputLimit),
+		outputDone: make(chan struct{}),
+		exited:     make(chan error, 1),
+	}
+	if err := cmd.Start(); err != nil {
+		closeAll(outR, outW, errR, errW)
+		return nil, fmt.Errorf("failed to start %s: %w", o.Shell, err)
+	}
+	closeAll(outW, errW)
+	go func() {
+		done := make(chan struct{})
+		go func() { p.stderr.readAll(); close(done) }()
+		p.stdout.readAll()
+		<-done
+		closeAll(outR, errR)
+		close(p.outputDone)
+	}()
+	go func() { p.exited <- cmd.Wait() }()
+	return p, nil
+}
+
+// waiter holds the state of process.wait: which events it still expects
+// and why the runner is stopping the command, if it is.
+type waiter struct {
+	p    *process
+	o    Options
+	stop stopReason
+	// Channels set to nil once handled or no longer relevant.
+	exited     <-chan error
+	outputDone <-chan struct{}
+	signals    <-chan os.Signal
+	timeout    <-chan time.Time
+	kill       <-chan time.Time
+	drain      <-chan time.Time
+	waitErr    error
+}
+
+// wait waits for the shell to exit and for its output to be read, enforcing
+// the timeout, forwarding signals and killing the process group as Run
+// describes. It returns the shell's status, why the runner stopped it if it
+// did, and an error if waiting failed.
+func (p *process) wait(o Options) (*os.ProcessState, stopReason, error) {
+	w := &waiter{p: p, o: o, exited: p.exited, outputDone: p.outputDone, signals: o.Signals}
+	if o.Timeout > 0 {
+		t := time.NewTimer(o.Timeout)
+		defer t.Stop()
+		w.timeout = t.C
+	}
+	for w.exited != nil || w.outputDone != nil {
+		w.next()
+	}
+	// Whatever is left of the group has no output open and the shell is
+	// gone: the command is over.
+	p.signalGroup(syscall.SIGKILL)
+	var exitErr *exec.ExitError
+	if errors.As(w.waitErr, &exitErr) {
+		w.waitErr = nil
+	}
+	return p.cmd.ProcessState, w.stop, w.waitErr
+}
+
+// next handles one event.
+func (w *waiter) next() {
+	select {
+	case w.waitErr = <-w.exited:
+		w.p.ended = time.Now()
+		w.exited, w.timeout, w.signals = nil, nil, nil
+		if !w.stop.stopping() {
+			w.killNow()
+		}
+	case <-w.outputDone:
+		w.outputDone = nil
+	case <-w.timeout:
+		w.timeout = nil
+		if !w.stop.stopping() {
+			w.stop.timedOut = true
+			w.startStopping(syscall.SIGTERM)
+		}
+	case sig, ok := <-w.signals:
+		switch {
+		case !ok:
+			w.signals = nil
+		case w.stop.stopping():
+			w.p.signalGroup(sig)
+		default:
+			w.stop.signal = sig
+			w.startStopping(sig)
+		}
+	case <-w.kill:
+		w.killNow()
+	case <-w.drain:
+		w.drain = nil
+		w.p.stdout.abandon()
+		w.p.stderr.abandon()
+	}
+}
+
+// startStopping sends sig to the group and arms SIGKILL after the grace.
+func (w *waiter) startStopping(sig os.Signal) {
+	w.p.signalGroup(sig)
+	w.kill = time.After(w.o.Grace)
+}
+
+// killNow sends SIGKILL to the group and arms the drain timeout.
+func (w *waiter) killNow() {
+	w.p.signalGroup(syscall.SIGKILL)
+	w.kill, w.drain = nil, time.After(drainTimeout)
+}
+
+// signalGroup sends sig to every process in the shell's process group.
+// Errors are ignored: the group may already be gone.
+func (p *process) signalGroup(sig os.Signal) {
+	s, ok := sig.(syscall.Signal)
+	if !ok {
+		s = syscall.SIGTERM
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, s)
+}
+
+// closeAll closes files, ignoring errors.
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
