@@ -27,7 +27,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code.
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
-	$(CONTROLLER_GEN) rbac:roleName=kubeskills-manager crd paths="./..." \
+	$(CONTROLLER_GEN) rbac:roleName=kubeskills-manager crd paths="./api/...;./internal/controller/..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify

@@ -121,7 +121,20 @@ type SkillFile struct {
 	// executable marks a script that sandboxes may run directly.
 	// +optional
 	Executable bool `json:"executable,omitempty"`
+
+	// compression says binaryContent is compressed; the operator serves the
+	// decompressed bytes. `kubectl skills import` compresses large files so
+	// that a skill fits in one API object.
+	// +optional
+	Compression FileCompression `json:"compression,omitempty"`
 }
+
+// FileCompression is how a bundled file's binaryContent is compressed.
+// +kubebuilder:validation:Enum=gzip
+type FileCompression string
+
+// CompressionGzip is gzip (RFC 1952).
+const CompressionGzip FileCompression = "gzip"
 
 // SkillBundle is an OCI image whose root holds the skill's files, mounted
 // read-only as an image volume.

@@ -18,7 +18,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	os.Exit(testenv.Run(m, func(e *testenv.Env) { env = e }))
+	os.Exit(testenv.Run(m, func(e *testenv.Env) func() { env = e; return nil }))
 }
 
 const ns = "default"

@@ -15,6 +15,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/controller"
+	"github.com/kubeskills/kubeskills/internal/skill"
 )
 
 // Options are the manager's settings, resolved once at start.
@@ -27,6 +29,10 @@ type Options struct {
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; the pod's namespace if empty.
 	LeaderElectionNamespace string
+	// MaxInstructionsBytes bounds a skill's instructions.
+	MaxInstructionsBytes int
+	// SkillWorkers is the number of Skills reconciled at once.
+	SkillWorkers int
 }
 
 // BindFlags registers the options as command-line flags.
@@ -35,6 +41,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to; 0 disables them.")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace.")
+	fs.IntVar(&o.MaxInstructionsBytes, "max-instructions-bytes", skill.DefaultMaxBodyBytes, "Largest skill instructions (SKILL.md body) served, in bytes.")
+	fs.IntVar(&o.SkillWorkers, "skill-workers", 4, "Skills reconciled at once.")
 }
 
 // NewScheme returns a scheme with the core and kubeskills kinds.
@@ -84,6 +92,14 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 
 // setupReconcilers registers one reconciler per kind.
 func setupReconcilers(mgr ctrl.Manager, o Options) error {
-	_, _ = mgr, o
+	skills := &controller.SkillReconciler{
+		Client:               mgr.GetClient(),
+		Recorder:             mgr.GetEventRecorder("kubeskills-skill"),
+		MaxInstructionsBytes: o.MaxInstructionsBytes,
+		Workers:              o.SkillWorkers,
+	}
+	if err := skills.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the Skill controller: %w", err)
+	}
 	return nil
 }

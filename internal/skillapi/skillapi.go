@@ -30,9 +30,17 @@ func FromObject(obj *skillsv1.Skill) (*skill.Skill, []skill.Problem) {
 		Body:          spec.Instructions,
 	}
 	var problems []skill.Problem
+	budget := int64(MaxDecompressedBytes)
 	for i, f := range spec.Files {
 		file := skill.File{Path: f.Path, Executable: f.Executable}
 		switch {
+		case f.Compression != "":
+			content, p := decompress(i, f, budget)
+			if p != nil {
+				problems = append(problems, *p)
+			}
+			budget -= int64(len(content))
+			file.Content = content
 		case f.Content != nil && f.BinaryContent != nil:
 			problems = append(problems, skill.Problem{
 				Field:   fmt.Sprintf("spec.files[%d]", i),
@@ -53,6 +61,21 @@ func FromObject(obj *skillsv1.Skill) (*skill.Skill, []skill.Problem) {
 		s.Files = append(s.Files, file)
 	}
 	return s, problems
+}
+
+// decompress returns the bytes of a compressed file, at most budget of them.
+func decompress(i int, f skillsv1.SkillFile, budget int64) ([]byte, *skill.Problem) {
+	field := fmt.Sprintf("spec.files[%d]", i)
+	if f.Content != nil || f.BinaryContent == nil {
+		return nil, &skill.Problem{Field: field, Message: "compression is set but the file is not in binaryContent",
+			Hint: "put the compressed bytes in binaryContent, or drop compression"}
+	}
+	content, err := gunzip(f.BinaryContent, max(budget, 0))
+	if err != nil {
+		return nil, &skill.Problem{Field: field + ".binaryContent", Message: fmt.Sprintf("cannot be decompressed as %s: %v", f.Compression, err),
+			Hint: fmt.Sprintf("the compressed files of a skill may expand to %d MiB in all; serve larger bundles from an OCI image with spec.bundle.image", MaxDecompressedBytes>>20)}
+	}
+	return content, nil
 }
 
 // ToObject returns the Skill object for a skill, in a namespace. Text files

@@ -86,16 +86,20 @@ func (e *Env) AddUser(name string, groups ...string) (*rest.Config, error) {
 	return u.Config(), nil
 }
 
-// Run starts the control plane, runs the package's tests, stops it and
+// Run starts the control plane, calls setup, runs the package's tests, calls
+// the teardown that setup returned (if any), stops the control plane and
 // returns the exit code: the body of a TestMain.
-func Run(m interface{ Run() int }, ready func(*Env)) int {
+func Run(m interface{ Run() int }, setup func(*Env) (teardown func())) int {
 	env, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	ready(env)
+	teardown := setup(env)
 	code := m.Run()
+	if teardown != nil {
+		teardown()
+	}
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "failed to stop the control plane:", err)
 	}

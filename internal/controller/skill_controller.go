@@ -1,0 +1,233 @@
+// Package controller holds one reconciler per kubeskills kind. Reconcilers
+// are thin: the rules live in the pure packages (internal/skill,
+// internal/policy), the objects they write are built by pure functions, and
+// each pass writes status once.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/skill"
+	"github.com/kubeskills/kubeskills/internal/skillapi"
+)
+
+// FieldOwner is the server-side apply field manager of every object the
+// operator writes. It never changes: a new name would leave the old one
+// owning fields.
+const FieldOwner = client.FieldOwner("kubeskills-operator")
+
+// SkillReconciler validates Skills and serves each valid one as ConfigMaps.
+type SkillReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	// MaxInstructionsBytes bounds a skill's instructions; 0 means the default.
+	MaxInstructionsBytes int
+	// ShardBytes is the most content one ConfigMap holds; 0 means the default.
+	ShardBytes int
+	// Workers is the number of Skills reconciled at once.
+	Workers int
+}
+
+// +kubebuilder:rbac:groups=kubeskills.io,resources=skills,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubeskills.io,resources=skills/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler. It watches Skills (spec changes
+// only) and the metadata of the ConfigMaps they own, so a deleted or edited
+// ConfigMap is put back.
+func (r *SkillReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&skillsv1.Skill{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
+		Complete(r)
+}
+
+// Reconcile judges a Skill and serves it; status is written once, at the end.
+func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	obj := &skillsv1.Skill{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := obj.DeepCopy()
+	err := r.reconcile(ctx, obj)
+	if err != nil {
+		setSkillProgressing(obj, err)
+	}
+	r.recordTransitions(before, obj)
+	return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, before, obj))
+}
+
+// reconcile serves the Skill's generation when it is valid (Ready) or
+// records every problem (Ready=False, Stalled) while the last valid content
+// stays served. It returns only transient errors.
+func (r *SkillReconciler) reconcile(ctx context.Context, obj *skillsv1.Skill) error {
+	s, errs := skillapi.FromObject(obj)
+	report := skill.Validate(s, skill.Options{ExpectedName: obj.Name, MaxBodyBytes: r.MaxInstructionsBytes})
+	errs = append(errs, report.Errors...)
+	var shards []skill.Shard
+	if len(errs) == 0 {
+		var err error
+		shards, err = skill.Pack(s, r.shardBytes())
+		var tooLarge *skill.TooLargeError
+		switch {
+		case errors.As(err, &tooLarge):
+			errs = append(errs, tooLarge.Problem())
+		case err != nil:
+			errs = append(errs, skill.Problem{Field: "spec", Message: err.Error()})
+		}
+	}
+	if len(errs) > 0 {
+		setSkillInvalid(obj, errs, report.Warnings)
+		return nil
+	}
+	hash := skill.Hash(s)
+	names, err := r.applyShards(ctx, obj, shards, hash, s.Invocation)
+	if err != nil {
+		return err
+	}
+	setSkillServed(obj, served{
+		hash:       hash,
+		configMaps: names,
+		sizeBytes:  contentBytes(s),
+		tokens:     int64(skill.EstimateTokens(s.Body)),
+	}, report.Warnings)
+	return nil
+}
+
+// applyShards writes the shards' ConfigMaps, shard 0 (which holds the
+// manifest naming the others) last, then deletes shards left over from a
+// larger version. It skips ConfigMaps that already serve this content.
+func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, shards []skill.Shard, hash, invocation string) ([]string, error) {
+	names := make([]string, len(shards))
+	for i := range shards {
+		names[i] = shardName(obj.Name, i)
+	}
+	for i := len(shards) - 1; i >= 0; i-- {
+		current, err := r.servedHash(ctx, obj.Namespace, names[i])
+		if err != nil {
+			return nil, err
+		}
+		if current == hash {
+			continue
+		}
+		cm := skillConfigMap(obj, i, shards[i], hash, invocation)
+		if err := r.Apply(ctx, cm, FieldOwner, client.ForceOwnership); err != nil {
+			return nil, fmt.Errorf("failed to apply ConfigMap %s/%s: %w", obj.Namespace, names[i], err)
+		}
+		ctrl.LoggerFrom(ctx).V(1).Info("Applied ConfigMap", "configMap", klog.KRef(obj.Namespace, names[i]))
+	}
+	return names, r.deleteStaleShards(ctx, obj, names)
+}
+
+// servedHash returns the content hash a ConfigMap serves, from the metadata
+// cache; "" when it does not exist.
+func (r *SkillReconciler) servedHash(ctx context.Context, namespace, name string) (string, error) {
+	cm := &metav1.PartialObjectMetadata{}
+	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("failed to get ConfigMap %s/%s: %w", namespace, name, err)
+	}
+	return cm.Annotations[skillsv1.AnnotationContentHash], nil
+}
+
+// deleteStaleShards deletes the ConfigMaps this Skill owns that are not in
+// keep.
+func (r *SkillReconciler) deleteStaleShards(ctx context.Context, obj *skillsv1.Skill, keep []string) error {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+	if err := r.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingLabels{skillsv1.LabelSkill: obj.Name}); err != nil {
+		return fmt.Errorf("failed to list ConfigMaps of skill %s: %w", klog.KObj(obj), err)
+	}
+	for i := range list.Items {
+		cm := &list.Items[i]
+		if slices.Contains(keep, cm.Name) || !isControlledBy(cm, obj) {
+			continue
+		}
+		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to delete ConfigMap %s: %w", klog.KObj(cm), err)
+		}
+	}
+	return nil
+}
+
+// recordTransitions emits an Event when new content is served or when the
+// list of problems changes, never on a pass that changed nothing.
+func (r *SkillReconciler) recordTransitions(before, after *skillsv1.Skill) {
+	if after.Status.ContentHash != before.Status.ContentHash {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Served", "Serve",
+			"Serving generation %d (%d bytes, about %d tokens)", after.Generation, after.Status.SizeBytes, after.Status.EstimatedTokens)
+	}
+	ready := apimeta.FindStatusCondition(after.Status.Conditions, skillsv1.ReadyCondition)
+	was := apimeta.FindStatusCondition(before.Status.Conditions, skillsv1.ReadyCondition)
+	if ready != nil && ready.Reason == skillsv1.ValidationFailedReason &&
+		(was == nil || was.Reason != ready.Reason || was.Message != ready.Message) {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, skillsv1.ValidationFailedReason, "Validate", "%s", eventNote(ready.Message))
+	}
+}
+
+// patchStatus writes the status when it changed.
+func (r *SkillReconciler) patchStatus(ctx context.Context, before, after *skillsv1.Skill) error {
+	if equality.Semantic.DeepEqual(before.Status, after.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("failed to patch status of skill %s: %w", klog.KObj(after), err))
+	}
+	return nil
+}
+
+func (r *SkillReconciler) shardBytes() int {
+	if r.ShardBytes > 0 {
+		return r.ShardBytes
+	}
+	return skill.DefaultShardBytes
+}
+
+// contentBytes is the size of a skill's SKILL.md and files.
+func contentBytes(s *skill.Skill) int64 {
+	n := int64(len(skill.Render(s)))
+	for _, f := range s.Files {
+		n += int64(len(f.Content))
+	}
+	return n
+}
+
+// isControlledBy tells whether owner is obj's controller.
+func isControlledBy(obj metav1.Object, owner metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == owner.GetUID()
+}
+
+// eventNote fits a message in an Event's note (at most 1 KiB).
+func eventNote(msg string) string {
+	const maxNote = 1024
+	if len(msg) <= maxNote {
+		return msg
+	}
+	// A rune cut in two is invalid UTF-8, which ToValidUTF8 drops.
+	return strings.ToValidUTF8(msg[:maxNote-len("…")], "") + "…"
+}

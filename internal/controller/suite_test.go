@@ -1,0 +1,101 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/testenv"
+)
+
+// env is the real API server every test talks to; the manager runs against
+// it for the whole package.
+var env *testenv.Env
+
+// k8s reads and writes straight to the API server, bypassing any cache.
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
+		env, k8s = e, e.Client
+		ctrl.SetLogger(zap.New(zap.WriteTo(testLog())))
+		mgr, err := manager.New(e.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4})
+		if err != nil {
+			panic(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := mgr.Start(ctx); err != nil {
+				panic(err)
+			}
+		}()
+		return func() { cancel(); <-done }
+	}))
+}
+
+// testLog keeps the manager quiet unless KUBESKILLS_TEST_LOG is set.
+func testLog() io.Writer {
+	if os.Getenv("KUBESKILLS_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}
+
+var nsCounter atomic.Int64
+
+// namespace creates a namespace of its own for a test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+const (
+	timeout  = 20 * time.Second
+	interval = 50 * time.Millisecond
+)
+
+// readyCondition returns the object's condition of the given type.
+func condition(conds []metav1.Condition, typ string) *metav1.Condition {
+	return apimeta.FindStatusCondition(conds, typ)
+}
+
+// events returns the Events about an object.
+func events(g Gomega, obj client.Object) []eventsv1.Event {
+	var list eventsv1.EventList
+	g.Expect(k8s.List(context.Background(), &list, client.InNamespace(obj.GetNamespace()))).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.UID == obj.GetUID() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// getSkill reads a Skill from the API server.
+func getSkill(g Gomega, ns, name string) *skillsv1.Skill {
+	s := &skillsv1.Skill{}
+	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
+	return s
+}
