@@ -1,0 +1,444 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// judge holds the state of one Decide call.
+type judge struct {
+	m     *Matcher
+	tools *toolSet
+	// src is the text being walked: the command, or a nested command
+	// string; node offsets are relative to it.
+	src string
+	// scripts is how many command strings deep the walk is.
+	scripts int
+	parts   []Part
+	// best is the strictest part so far, recorded or not.
+	best                     Part
+	hasBest                  bool
+	depthCapped, partsCapped bool
+}
+
+// partBuilder collects the constructs of one part; the first one found is
+// the one a reason names.
+type partBuilder struct {
+	reason string
+}
+
+// add records a construct.
+func (pb *partBuilder) add(reason string) {
+	if pb.reason == "" {
+		pb.reason = reason
+	}
+}
+
+// verdict is what the rules say about one simple command.
+type verdict struct {
+	action Action
+	// index is the deciding rule, -1 for the default action.
+	index int
+	// possible is set when the rule matches only for some values of the
+	// command's expansions.
+	possible bool
+	// base is the base name the rule matched, when it did not match the
+	// command name as written.
+	base string
+}
+
+// top judges a whole command line.
+func (j *judge) top(command string) {
+	if len(command) > MaxCommandBytes {
+		j.constructPart(-1, command, fmt.Sprintf("command is longer than %d bytes and is not parsed", MaxCommandBytes))
+		return
+	}
+	if i := strings.IndexByte(command, 0); i >= 0 {
+		// A shell receives its command as a C string: at most the text
+		// before the NUL byte can run, and that text is judged.
+		j.program(command[:i], 0, "command")
+		j.constructPart(-1, command, "command contains a NUL byte; only the text before it is judged")
+		return
+	}
+	j.program(command, 0, "command")
+}
+
+// program parses and walks a command line or a nested command string.
+// Statements parsed before a syntax error are judged too: a shell runs them
+// before it reaches the error.
+func (j *judge) program(src string, depth int, what string) {
+	if countOpeners(src) > MaxOpeners {
+		j.constructPart(-1, src, fmt.Sprintf("%s has more than %d nesting tokens ((, {, `, if, while, for, ...) and is not parsed", what, MaxOpeners))
+		return
+	}
+	saved := j.src
+	j.src = src
+	defer func() { j.src = saved }()
+	var stmts []*syntax.Stmt
+	var err error
+	parser := j.m.parsers.Get().(*syntax.Parser)
+	defer j.m.parsers.Put(parser)
+	// The sequence is read to its end: stopping early makes the parser
+	// panic on some inputs.
+	for s, e := range parser.StmtsSeq(strings.NewReader(src)) {
+		switch {
+		case e != nil && err == nil:
+			err = e
+		case s != nil:
+			stmts = append(stmts, s)
+		}
+	}
+	j.stmts(stmts, depth)
+	if err != nil {
+		j.constructPart(-1, src, fmt.Sprintf("failed to parse %s: %v", what, err))
+	}
+}
+
+// script judges a command string given to a shell, eval or a wrapper.
+func (j *judge) script(text string, depth int, what string, pb *partBuilder) {
+	if j.scripts >= MaxScriptDepth {
+		pb.add("command strings are nested too deep")
+		j.constructPart(-1, text, fmt.Sprintf("the command string of %s is nested in more than %d command strings and is not judged", what, MaxScriptDepth))
+		return
+	}
+	j.scripts++
+	j.program(text, depth+1, "the command string of "+what)
+	j.scripts--
+}
+
+// stmts walks a statement list.
+func (j *judge) stmts(list []*syntax.Stmt, depth int) {
+	for _, s := range list {
+		j.stmt(s, depth)
+	}
+}
+
+// stmt walks one statement.
+func (j *judge) stmt(s *syntax.Stmt, depth int) {
+	j.checkDepth(s, depth)
+	switch c := s.Cmd.(type) {
+	case *syntax.CallExpr:
+		j.call(s, c, depth)
+	case *syntax.TestClause:
+		j.testClause(s, c, depth)
+	case *syntax.DeclClause:
+		j.declClause(s, c, depth)
+	case *syntax.BinaryCmd:
+		j.binary(s, c, depth)
+	default:
+		j.compound(s, depth)
+	}
+}
+
+// checkDepth escalates once when the nesting gets too deep. The walk goes
+// on, so that a Never deeper down still counts.
+func (j *judge) checkDepth(s *syntax.Stmt, depth int) {
+	if depth > MaxDepth && !j.depthCapped {
+		j.depthCapped = true
+		j.constructPart(-1, j.text(s), fmt.Sprintf("nesting is deeper than %d levels", MaxDepth))
+	}
+}
+
+// binary walks a pipeline or an && / || list without recursing along its
+// spine, so that long chains need no deep stack.
+func (j *judge) binary(s *syntax.Stmt, c *syntax.BinaryCmd, depth int) {
+	if len(s.Redirs) > 0 {
+		j.compoundRedirs(s, depth)
+	}
+	stack := []*syntax.Stmt{c.Y, c.X}
+	for len(stack) > 0 {
+		next := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if b, ok := next.Cmd.(*syntax.BinaryCmd); ok && len(next.Redirs) == 0 {
+			stack = append(stack, b.Y, b.X)
+			continue
+		}
+		j.stmt(next, depth)
+	}
+}
+
+// compound walks every statement that is not a simple command.
+func (j *judge) compound(s *syntax.Stmt, depth int) {
+	pb := &partBuilder{}
+	j.redirs(s, nil, pb, depth)
+	d := depth + 1
+	switch c := s.Cmd.(type) {
+	case nil:
+		pb.add("a redirection without a command cannot be judged statically")
+	case *syntax.Block:
+		j.stmts(c.Stmts, d)
+	case *syntax.Subshell:
+		j.stmts(c.Stmts, d)
+	case *syntax.IfClause:
+		for ; c != nil; c = c.Else {
+			j.stmts(c.Cond, d)
+			j.stmts(c.Then, d)
+		}
+	case *syntax.WhileClause:
+		j.stmts(c.Cond, d)
+		j.stmts(c.Do, d)
+	case *syntax.ForClause:
+		j.forClause(c, pb, d)
+	case *syntax.CaseClause:
+		j.word(c.Word, modeUnquoted, pb, depth)
+		for _, item := range c.Items {
+			for _, p := range item.Patterns {
+				j.word(p, modeUnquoted, pb, depth)
+			}
+			j.stmts(item.Stmts, d)
+		}
+	default:
+		j.otherCommand(s.Cmd, pb, d)
+	}
+	if pb.reason != "" {
+		j.constructPart(-1, j.text(s), pb.reason)
+	}
+}
+
+// compoundRedirs judges the redirections of a pipeline or list.
+func (j *judge) compoundRedirs(s *syntax.Stmt, depth int) {
+	pb := &partBuilder{}
+	j.redirs(s, nil, pb, depth)
+	if pb.reason != "" {
+		j.constructPart(-1, j.text(s), pb.reason)
+	}
+}
+
+// otherCommand handles the constructs that are never allowed without a
+// person: function definitions, arithmetic commands, let, time, coproc.
+func (j *judge) otherCommand(cmd syntax.Command, pb *partBuilder, d int) {
+	switch c := cmd.(type) {
+	case *syntax.FuncDecl:
+		name := "f"
+		if c.Name != nil {
+			name = c.Name.Value
+		}
+		pb.add(fmt.Sprintf("function definition %s() changes what the command %s runs", name, name))
+		j.stmt(c.Body, d)
+	case *syntax.ArithmCmd:
+		j.arithm(c.X, pb, d)
+		pb.add("arithmetic command ((...)) cannot be judged statically")
+	case *syntax.LetClause:
+		for _, x := range c.Exprs {
+			j.arithm(x, pb, d)
+		}
+		pb.add("let evaluates arithmetic on variables and cannot be judged statically")
+	case *syntax.TimeClause:
+		pb.add("time runs another command")
+		if c.Stmt != nil {
+			j.stmt(c.Stmt, d)
+		}
+	case *syntax.CoprocClause:
+		pb.add("coproc runs a command in the background")
+		j.stmt(c.Stmt, d)
+	default:
+		pb.add(fmt.Sprintf("%T cannot be judged statically", cmd))
+	}
+}
+
+// forClause walks a for or select loop. The loop variable must not be one
+// that changes how commands run (PATH, IFS, ...).
+func (j *judge) forClause(c *syntax.ForClause, pb *partBuilder, d int) {
+	if c.Select {
+		pb.add("select reads a choice from the input and cannot be judged statically")
+	}
+	switch loop := c.Loop.(type) {
+	case *syntax.WordIter:
+		if !safeLoopVar(loop.Name.Value) {
+			pb.add(fmt.Sprintf("loop variable %s may change how commands run", loop.Name.Value))
+		}
+		for _, w := range loop.Items {
+			j.word(w, modeUnquoted, pb, d-1)
+		}
+	case *syntax.CStyleLoop:
+		j.arithm(loop.Init, pb, d)
+		j.arithm(loop.Cond, pb, d)
+		j.arithm(loop.Post, pb, d)
+		pb.add("arithmetic for ((...)) loop cannot be judged statically")
+	}
+	j.stmts(c.Do, d)
+}
+
+// call judges a simple command.
+func (j *judge) call(s *syntax.Stmt, c *syntax.CallExpr, depth int) {
+	idx := j.reserve()
+	pb := &partBuilder{}
+	words := make([]cword, 0, len(c.Args))
+	for _, w := range c.Args {
+		words = append(words, j.word(w, modeUnquoted, pb, depth))
+	}
+	j.assigns(c.Assigns, words, pb, depth)
+	j.redirs(s, words, pb, depth)
+	j.simple(idx, j.text(s), words, pb, depth)
+}
+
+// simple decides a simple command from its words: the rules, then the
+// constructs, then the skill's allowed-tools.
+func (j *judge) simple(idx int, text string, words []cword, pb *partBuilder, depth int) {
+	if len(words) == 0 {
+		pb.add("there is no command to judge")
+		j.finish(idx, text, nil, pb, verdict{action: Ask, index: -1})
+		return
+	}
+	if name := words[0]; name.kind != wStatic {
+		pb.add("the command name is not known before the command runs (expansion, glob or brace expansion)")
+		j.finish(idx, text, nil, pb, verdict{action: Ask, index: -1})
+		return
+	}
+	j.special(words, pb, depth)
+	j.finish(idx, text, words, pb, j.m.evaluate(words))
+}
+
+// inner judges the command a wrapper runs, as a part of its own.
+func (j *judge) inner(words []cword, depth int) {
+	if len(words) == 0 {
+		return
+	}
+	text := j.slice(words[0].start, words[len(words)-1].end)
+	if depth > MaxDepth {
+		// Each level costs time in the length of the command, so the
+		// command run by a wrapper this deep is not judged.
+		j.constructPart(-1, text, fmt.Sprintf("commands are wrapped deeper than %d levels; the innermost are not judged", MaxDepth))
+		return
+	}
+	idx := j.reserve()
+	j.simple(idx, text, words, &partBuilder{}, depth)
+}
+
+// finish turns a verdict and the constructs of a part into a Part.
+func (j *judge) finish(idx int, text string, words []cword, pb *partBuilder, v verdict) {
+	p := Part{Command: text, Action: v.action, RuleIndex: v.index}
+	if v.index >= 0 {
+		p.Rule = j.m.rules[v.index].Pattern
+	}
+	why := ""
+	switch {
+	case p.Action != Never && pb.reason != "":
+		p.Action, p.Rule, p.RuleIndex = Ask, "", -1
+		why = pb.reason
+	case p.Action == Always && j.tools != nil && !j.tools.covers(words):
+		p.Action, p.Rule, p.RuleIndex = Ask, "", -1
+		why = "allowed by the policy but not by the skill's allowed-tools"
+	}
+	if idx < 0 && j.hasBest && !p.Action.Stricter(j.best.Action) {
+		return // neither listed nor deciding: skip formatting its reason
+	}
+	if why != "" {
+		p.Reason = quoteText(text) + ": " + why
+	} else {
+		p.Reason = j.m.explain(text, v)
+	}
+	j.record(idx, p)
+}
+
+// constructPart records a part decided by a construct alone.
+func (j *judge) constructPart(idx int, text, reason string) {
+	if idx < 0 {
+		idx = j.reserve()
+	}
+	j.record(idx, Part{Command: text, Action: Ask, RuleIndex: -1, Reason: quoteText(text) + ": " + reason})
+}
+
+// reserve returns the index of a new slot in Parts, or -1 when Parts is
+// full; the first time it is full, the whole escalates to Ask.
+func (j *judge) reserve() int {
+	if len(j.parts) < MaxParts {
+		j.parts = append(j.parts, Part{})
+		return len(j.parts) - 1
+	}
+	if !j.partsCapped {
+		j.partsCapped = true
+		reason := fmt.Sprintf("the command has more than %d simple commands; only the first ones are listed", MaxParts)
+		j.record(-1, Part{Action: Ask, RuleIndex: -1, Reason: reason})
+	}
+	return -1
+}
+
+// record stores a part in its slot and keeps the strictest one.
+func (j *judge) record(idx int, p Part) {
+	if idx >= 0 {
+		j.parts[idx] = p
+	}
+	if !j.hasBest || p.Action.Stricter(j.best.Action) {
+		j.best, j.hasBest = p, true
+	}
+}
+
+// decision returns the verdict for the whole command line.
+func (j *judge) decision() Decision {
+	if !j.hasBest {
+		return Decision{Action: Ask, RuleIndex: -1, Reason: "empty command: there is nothing to judge"}
+	}
+	return Decision{
+		Action:    j.best.Action,
+		Rule:      j.best.Rule,
+		RuleIndex: j.best.RuleIndex,
+		Reason:    j.best.Reason,
+		Parts:     j.parts,
+	}
+}
+
+// text returns the source of a statement without its terminator and
+// without here-document bodies.
+func (j *judge) text(s *syntax.Stmt) string {
+	start := int(s.Pos().Offset())
+	end := start
+	if s.Cmd != nil {
+		end = max(end, int(s.Cmd.End().Offset()))
+	}
+	for _, r := range s.Redirs {
+		if r.Hdoc != nil || r.Word == nil {
+			end = max(end, int(r.OpPos.Offset())+len(r.Op.String()))
+			if r.Word != nil {
+				end = max(end, int(r.Word.End().Offset()))
+			}
+			continue
+		}
+		end = max(end, int(r.End().Offset()))
+	}
+	return j.slice(start, end)
+}
+
+// slice returns src[start:end], or "" when the offsets do not fit.
+func (j *judge) slice(start, end int) string {
+	if start < 0 || end > len(j.src) || start > end {
+		return ""
+	}
+	return j.src[start:end]
+}
+
+// snippet returns the source of a node, for reasons.
+func (j *judge) snippet(n syntax.Node) string {
+	return j.slice(int(n.Pos().Offset()), int(n.End().Offset()))
+}
+
+// countOpeners counts the tokens that may open a nested construct. Quotes
+// are ignored, so the count is an upper bound of the nesting depth that no
+// quoting can hide.
+func countOpeners(src string) int {
+	n := 0
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; {
+		case c == '(' || c == '{' || c == '`':
+			n++
+		case c >= 'a' && c <= 'z' && (i == 0 || !isWordByte(src[i-1])):
+			end := i
+			for end < len(src) && isWordByte(src[end]) {
+				end++
+			}
+			switch src[i:end] {
+			case "if", "while", "until", "for", "case", "select", "function", "time", "coproc":
+				n++
+			}
+			i = end - 1
+		}
+	}
+	return n
+}
+
+// isWordByte reports whether c can be part of a shell keyword or name.
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}

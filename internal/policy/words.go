@@ -1,0 +1,375 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// quoteMode says how the literal text of a word is unquoted.
+type quoteMode uint8
+
+const (
+	// modeUnquoted is a plain shell word: backslash quotes any character,
+	// and unquoted *, ?, [...] and {a,b} expand.
+	modeUnquoted quoteMode = iota
+	// modeDouble is text in double quotes or an unquoted here-document
+	// body: backslash quotes only $, `, ", \ and newline.
+	modeDouble
+	// modeRaw is a quoted here-document body: no escapes at all.
+	modeRaw
+)
+
+// Constructs found in words. They are constant so that judging thousands
+// of parts does not format thousands of strings.
+const (
+	reasonCmdSubst   = "command substitution $(...) cannot be judged statically"
+	reasonBackquote  = "command substitution `...` cannot be judged statically"
+	reasonArithmetic = "arithmetic on variables or substitutions cannot be judged statically"
+)
+
+// wordScan accumulates what is known about one word.
+type wordScan struct {
+	text    strings.Builder
+	dynamic bool // an expansion was seen; text stops growing
+	many    bool // it may become several words, or none
+	split   bool // an unquoted expansion may split it into any words
+	// glob and brace detection over the unquoted characters
+	bracket, brace, braceSep bool
+}
+
+// literal appends known text while no expansion has been seen.
+func (s *wordScan) literal(t string) {
+	if !s.dynamic {
+		s.text.WriteString(t)
+	}
+}
+
+// word analyses a word, judges the commands nested in it as parts of their
+// own, and records the constructs it holds in pb.
+func (j *judge) word(w *syntax.Word, mode quoteMode, pb *partBuilder, depth int) cword {
+	if len(w.Parts) == 0 {
+		return cword{}
+	}
+	cw := cword{start: int(w.Pos().Offset()), end: int(w.End().Offset())}
+	if lit, ok := w.Parts[0].(*syntax.Lit); ok && len(w.Parts) == 1 {
+		// fast path: one literal without anything to unquote or expand
+		switch {
+		case mode == modeRaw,
+			mode == modeDouble && !strings.Contains(lit.Value, "\\"),
+			mode == modeUnquoted && !strings.ContainsAny(lit.Value, "\\*?[{"):
+			cw.text = lit.Value
+			return cw
+		}
+	}
+	var s wordScan
+	for _, part := range w.Parts {
+		j.wordPart(part, mode, &s, pb, depth)
+	}
+	cw.text = s.text.String()
+	switch {
+	case s.many:
+		cw.kind = wMany
+		cw.split = s.split
+	case s.dynamic:
+		cw.kind = wOne
+	}
+	return cw
+}
+
+// wordPart analyses one part of a word.
+func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *partBuilder, depth int) {
+	quoted := mode != modeUnquoted
+	switch x := part.(type) {
+	case *syntax.Lit:
+		switch mode {
+		case modeUnquoted:
+			s.unquotedLit(x.Value)
+		case modeDouble:
+			s.literal(unescapeDouble(x.Value))
+		default:
+			s.literal(x.Value)
+		}
+	case *syntax.SglQuoted:
+		if x.Dollar {
+			s.literal(ansiC(x.Value))
+		} else {
+			s.literal(x.Value)
+		}
+	case *syntax.DblQuoted:
+		for _, qp := range x.Parts {
+			j.wordPart(qp, modeDouble, s, pb, depth)
+		}
+	case *syntax.ParamExp:
+		many := j.param(x, pb, depth)
+		s.dynamic = true
+		s.many = s.many || !quoted || many
+		s.split = s.split || !quoted || many
+	case *syntax.CmdSubst:
+		if x.Backquotes {
+			pb.add(reasonBackquote)
+		} else {
+			pb.add(reasonCmdSubst)
+		}
+		j.stmts(x.Stmts, depth+1)
+		s.dynamic = true
+		s.many = s.many || !quoted
+		s.split = s.split || !quoted
+	case *syntax.ArithmExp:
+		if !j.arithm(x.X, pb, depth) {
+			pb.add(reasonArithmetic)
+		}
+		s.dynamic = true
+		s.many = s.many || !quoted
+		s.split = s.split || !quoted
+	case *syntax.ProcSubst:
+		pb.add(fmt.Sprintf("process substitution %s...) cannot be judged statically", x.Op))
+		j.stmts(x.Stmts, depth+1)
+		s.dynamic = true
+	default: // extended globs and anything newer
+		s.dynamic = true
+		s.many = true
+		s.split = true
+	}
+}
+
+// unquotedLit adds unquoted text, noting globs and brace expansions.
+func (s *wordScan) unquotedLit(v string) {
+	start := 0
+	flush := func(end int) {
+		s.literal(v[start:end])
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\\':
+			flush(i)
+			if i+1 < len(v) {
+				i++
+			}
+			start = i // the quoted character is kept as text
+		case '*', '?':
+			s.many = true
+		case '[':
+			s.bracket = true
+		case ']':
+			s.many = s.many || s.bracket
+		case '{':
+			s.brace = true
+		case ',':
+			s.braceSep = s.braceSep || s.brace
+		case '.':
+			s.braceSep = s.braceSep || s.brace && i+1 < len(v) && v[i+1] == '.'
+		case '}':
+			s.many = s.many || s.braceSep
+		}
+	}
+	flush(len(v))
+}
+
+// param checks a parameter expansion. Plain forms ($x, ${x}, ${#x},
+// ${x:-word}, ${x#pat}, ${x/a/b}, ...) are data. Forms that assign, run
+// prompt expansion, evaluate variables as arithmetic (subscripts, slices,
+// indirection) are constructs. It reports whether the expansion becomes
+// several words even when quoted ("$@").
+func (j *judge) param(pe *syntax.ParamExp, pb *partBuilder, depth int) bool {
+	bad := pe.Width || pe.IsSet || pe.Flags != nil || pe.NestedParam != nil || len(pe.Modifiers) > 0 ||
+		pe.Split != syntax.OptUnset || pe.GlobSubst != syntax.OptUnset || pe.RcExpand != syntax.OptUnset ||
+		pe.Excl && pe.Names == 0
+	many := pe.Names == syntax.NamesPrefixWords || pe.Param != nil && pe.Param.Value == "@"
+	if pe.Index != nil {
+		if w, ok := pe.Index.(*syntax.Word); ok && (w.Lit() == "@" || w.Lit() == "*") {
+			many = many || w.Lit() == "@"
+		} else if !j.arithm(pe.Index, pb, depth) {
+			bad = true
+		}
+	}
+	if pe.Slice != nil {
+		if !j.arithm(pe.Slice.Offset, pb, depth) || !j.arithm(pe.Slice.Length, pb, depth) {
+			bad = true
+		}
+	}
+	if pe.Repl != nil {
+		j.subWord(pe.Repl.Orig, pb, depth)
+		j.subWord(pe.Repl.With, pb, depth)
+	}
+	if pe.Exp != nil {
+		switch pe.Exp.Op {
+		case syntax.AssignUnset, syntax.AssignUnsetOrNull, syntax.OtherParamOps:
+			bad = true
+		}
+		j.subWord(pe.Exp.Word, pb, depth)
+	}
+	if bad {
+		pb.add(fmt.Sprintf("parameter expansion %s cannot be judged statically", j.snippet(pe)))
+	}
+	return many
+}
+
+// subWord walks a word nested in an expansion for the constructs it holds.
+func (j *judge) subWord(w *syntax.Word, pb *partBuilder, depth int) {
+	if w != nil {
+		j.word(w, modeDouble, pb, depth)
+	}
+}
+
+// arithm walks an arithmetic expression, judging nested substitutions, and
+// reports whether it only combines numbers. Variables are not data in
+// arithmetic: bash evaluates their values as expressions, which can run
+// command substitutions held in array subscripts.
+func (j *judge) arithm(x syntax.ArithmExpr, pb *partBuilder, depth int) bool {
+	switch x := x.(type) {
+	case nil:
+		return true
+	case *syntax.Word:
+		cw := j.word(x, modeDouble, pb, depth)
+		return cw.kind == wStatic && isNumber(cw.text)
+	case *syntax.BinaryArithm:
+		left := j.arithm(x.X, pb, depth)
+		return j.arithm(x.Y, pb, depth) && left
+	case *syntax.UnaryArithm:
+		return j.arithm(x.X, pb, depth)
+	case *syntax.ParenArithm:
+		return j.arithm(x.X, pb, depth)
+	default:
+		return false
+	}
+}
+
+// isNumber reports whether s is an arithmetic literal such as 42, 0x1f or
+// 2#101: it starts with a digit, so it cannot name a variable.
+func isNumber(s string) bool {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '#' || c == '_' || c == '@') {
+			return false
+		}
+	}
+	return true
+}
+
+// unescapeDouble removes the backslashes that quote $, `, ", \ and newline
+// in double quotes.
+func unescapeDouble(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case '$', '`', '"', '\\':
+				i++
+			case '\n':
+				i++
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// ansiC decodes the body of a $'...' string.
+func ansiC(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		if r, ok := simpleEscape(s[i]); ok {
+			b.WriteByte(r)
+			continue
+		}
+		switch c := s[i]; {
+		case c >= '0' && c <= '7':
+			n, used := digits(s[i:], 3, 8)
+			b.WriteByte(byte(n))
+			i += used - 1
+		case c == 'x' || c == 'u' || c == 'U':
+			width := 2
+			if c == 'u' {
+				width = 4
+			} else if c == 'U' {
+				width = 8
+			}
+			n, used := digits(s[i+1:], width, 16)
+			switch {
+			case used == 0:
+				b.WriteByte('\\')
+				b.WriteByte(c)
+			case c == 'x':
+				b.WriteByte(byte(n))
+			default:
+				b.WriteRune(rune(n))
+			}
+			i += used
+		case c == 'c' && i+1 < len(s):
+			i++
+			b.WriteByte(s[i] & 0x1f)
+		default:
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// simpleEscape decodes the one-letter escapes of $'...'.
+func simpleEscape(c byte) (byte, bool) {
+	switch c {
+	case 'a':
+		return '\a', true
+	case 'b':
+		return '\b', true
+	case 'e', 'E':
+		return 0x1b, true
+	case 'f':
+		return '\f', true
+	case 'n':
+		return '\n', true
+	case 'r':
+		return '\r', true
+	case 't':
+		return '\t', true
+	case 'v':
+		return '\v', true
+	case '\\', '\'', '"', '?':
+		return c, true
+	}
+	return 0, false
+}
+
+// digits reads up to max digits of the given base from the start of s.
+func digits(s string, max, base int) (int64, int) {
+	n := 0
+	for n < len(s) && n < max && isDigitIn(s[n], base) {
+		n++
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	v, err := strconv.ParseInt(s[:n], base, 64)
+	if err != nil || v > utf8.MaxRune {
+		return utf8.RuneError, n
+	}
+	return v, n
+}
+
+// isDigitIn reports whether c is a digit of base 8 or 16.
+func isDigitIn(c byte, base int) bool {
+	if base == 8 {
+		return c >= '0' && c <= '7'
+	}
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
