@@ -153,6 +153,12 @@ type CommandResult struct {
 	// duration is how long the command ran.
 	// +optional
 	Duration *metav1.Duration `json:"duration,omitempty"`
+
+	// message says why the command did not run to its own end: it timed
+	// out, its shell could not start, or the sandbox failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
 }
 
 // CommandRunStatus records the decision on a command and its result.

@@ -12,9 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -75,7 +73,7 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		setSkillProgressing(obj, err)
 	}
 	r.recordTransitions(before, obj)
-	return ctrl.Result{}, errors.Join(err, r.patchStatus(ctx, before, obj))
+	return ctrl.Result{}, errors.Join(err, patchStatus(ctx, r.Client, before, obj, before.Status, obj.Status))
 }
 
 // reconcile serves the Skill's generation when it is valid (Ready) or
@@ -181,23 +179,9 @@ func (r *SkillReconciler) recordTransitions(before, after *skillsv1.Skill) {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Served", "Serve",
 			"Serving generation %d (%d bytes, about %d tokens)", after.Generation, after.Status.SizeBytes, after.Status.EstimatedTokens)
 	}
-	ready := apimeta.FindStatusCondition(after.Status.Conditions, skillsv1.ReadyCondition)
-	was := apimeta.FindStatusCondition(before.Status.Conditions, skillsv1.ReadyCondition)
-	if ready != nil && ready.Reason == skillsv1.ValidationFailedReason &&
-		(was == nil || was.Reason != ready.Reason || was.Message != ready.Message) {
-		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, skillsv1.ValidationFailedReason, "Validate", "%s", eventNote(ready.Message))
+	if stalled, changed := becameStalled(before.Status.Conditions, after.Status.Conditions); changed {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, stalled.Reason, "Validate", "%s", eventNote(stalled.Message))
 	}
-}
-
-// patchStatus writes the status when it changed.
-func (r *SkillReconciler) patchStatus(ctx context.Context, before, after *skillsv1.Skill) error {
-	if equality.Semantic.DeepEqual(before.Status, after.Status) {
-		return nil
-	}
-	if err := r.Status().Patch(ctx, after, client.MergeFrom(before)); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("failed to patch status of skill %s: %w", klog.KObj(after), err))
-	}
-	return nil
 }
 
 func (r *SkillReconciler) shardBytes() int {

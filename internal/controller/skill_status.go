@@ -5,9 +5,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
@@ -42,9 +39,7 @@ func setSkillServed(obj *skillsv1.Skill, s served, warnings []skill.Problem) {
 	if n := len(s.configMaps); n > 1 {
 		msg = fmt.Sprintf("Serving generation %d from %d ConfigMaps %s", obj.Generation, n, strings.Join(s.configMaps, ", "))
 	}
-	setCondition(&st.Conditions, obj.Generation, skillsv1.ReadyCondition, metav1.ConditionTrue, skillsv1.ReconciledReason, msg)
-	apimeta.RemoveStatusCondition(&st.Conditions, skillsv1.ReconcilingCondition)
-	apimeta.RemoveStatusCondition(&st.Conditions, skillsv1.StalledCondition)
+	markReady(&st.Conditions, obj.Generation, msg)
 }
 
 // setSkillInvalid records that obj's generation breaks the rules: Ready is
@@ -55,21 +50,14 @@ func setSkillInvalid(obj *skillsv1.Skill, errs, warnings []skill.Problem) {
 	st.ObservedGeneration = obj.Generation
 	st.ShortDescription = shortDescription(obj.Spec.Description)
 	st.Warnings = problemStrings(warnings)
-	msg := invalidMessage(obj.Generation, st.ServedGeneration, errs)
-	setCondition(&st.Conditions, obj.Generation, skillsv1.ReadyCondition, metav1.ConditionFalse, skillsv1.ValidationFailedReason, msg)
-	setCondition(&st.Conditions, obj.Generation, skillsv1.StalledCondition, metav1.ConditionTrue, skillsv1.ValidationFailedReason, msg)
-	apimeta.RemoveStatusCondition(&st.Conditions, skillsv1.ReconcilingCondition)
+	markStalled(&st.Conditions, obj.Generation, skillsv1.ValidationFailedReason, invalidMessage(obj.Generation, st.ServedGeneration, errs))
 }
 
 // setSkillProgressing records a transient failure: the controller retries,
 // and the generation is not observed yet.
 func setSkillProgressing(obj *skillsv1.Skill, err error) {
-	st := &obj.Status
-	msg := fmt.Sprintf("Serving generation %d: %v", obj.Generation, err)
-	setCondition(&st.Conditions, obj.Generation, skillsv1.ReconcilingCondition, metav1.ConditionTrue, skillsv1.ReconcileFailedReason, msg)
-	if apimeta.FindStatusCondition(st.Conditions, skillsv1.ReadyCondition) == nil {
-		setCondition(&st.Conditions, obj.Generation, skillsv1.ReadyCondition, metav1.ConditionUnknown, skillsv1.ProgressingReason, msg)
-	}
+	markReconciling(&obj.Status.Conditions, obj.Generation, skillsv1.ReconcileFailedReason,
+		fmt.Sprintf("Serving generation %d: %v", obj.Generation, err))
 }
 
 // invalidMessage lists every problem, one per line, after a line that says
@@ -115,17 +103,6 @@ func shortDescription(d string) string {
 		cut = cut[:i]
 	}
 	return cut + "…"
-}
-
-// setCondition sets a condition for the given generation.
-func setCondition(conds *[]metav1.Condition, generation int64, typ string, status metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(conds, metav1.Condition{
-		Type:               typ,
-		Status:             status,
-		ObservedGeneration: generation,
-		Reason:             reason,
-		Message:            msg,
-	})
 }
 
 func plural(n int, one, many string) string {

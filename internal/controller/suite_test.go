@@ -99,3 +99,5 @@ func getSkill(g Gomega, ns, name string) *skillsv1.Skill {
 	g.Expect(k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, s)).To(Succeed())
 	return s
 }
+
+func keyOf(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }

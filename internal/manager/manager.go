@@ -101,5 +101,12 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	if err := skills.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the Skill controller: %w", err)
 	}
+	policies := &controller.CommandPolicyReconciler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorder("kubeskills-commandpolicy"),
+	}
+	if err := policies.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the CommandPolicy controller: %w", err)
+	}
 	return nil
 }

@@ -1,0 +1,58 @@
+package controller
+
+import (
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// The kstatus setters shared by Skill, Agent and CommandPolicy. Each sets
+// the conditions for one outcome of a pass; the caller sets
+// observedGeneration where the outcome is final for the generation.
+
+// markReady: the generation is served. Ready=True, no Reconciling or Stalled.
+func markReady(conds *[]metav1.Condition, generation int64, msg string) {
+	setCondition(conds, generation, skillsv1.ReadyCondition, metav1.ConditionTrue, skillsv1.ReconciledReason, msg)
+	apimeta.RemoveStatusCondition(conds, skillsv1.ReconcilingCondition)
+	apimeta.RemoveStatusCondition(conds, skillsv1.StalledCondition)
+}
+
+// markStalled: the generation cannot be served until the object changes.
+// Ready=False and Stalled=True with the same reason and message.
+func markStalled(conds *[]metav1.Condition, generation int64, reason, msg string) {
+	setCondition(conds, generation, skillsv1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+	setCondition(conds, generation, skillsv1.StalledCondition, metav1.ConditionTrue, reason, msg)
+	apimeta.RemoveStatusCondition(conds, skillsv1.ReconcilingCondition)
+}
+
+// markReconciling: a transient failure or work in progress; the controller
+// retries. Ready keeps its last value, or is Unknown on the first pass.
+func markReconciling(conds *[]metav1.Condition, generation int64, reason, msg string) {
+	setCondition(conds, generation, skillsv1.ReconcilingCondition, metav1.ConditionTrue, reason, msg)
+	if apimeta.FindStatusCondition(*conds, skillsv1.ReadyCondition) == nil {
+		setCondition(conds, generation, skillsv1.ReadyCondition, metav1.ConditionUnknown, skillsv1.ProgressingReason, msg)
+	}
+}
+
+// setCondition sets a condition for the given generation.
+func setCondition(conds *[]metav1.Condition, generation int64, typ string, status metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(conds, metav1.Condition{
+		Type:               typ,
+		Status:             status,
+		ObservedGeneration: generation,
+		Reason:             reason,
+		Message:            msg,
+	})
+}
+
+// becameStalled tells whether a pass moved Ready to False with a new reason
+// or message: the moment to emit a Warning Event.
+func becameStalled(before, after []metav1.Condition) (*metav1.Condition, bool) {
+	now := apimeta.FindStatusCondition(after, skillsv1.StalledCondition)
+	if now == nil || now.Status != metav1.ConditionTrue {
+		return nil, false
+	}
+	was := apimeta.FindStatusCondition(before, skillsv1.StalledCondition)
+	return now, was == nil || was.Status != now.Status || was.Reason != now.Reason || was.Message != now.Message
+}
