@@ -17,12 +17,23 @@
 // result file (the termination message). Package
 // github.com/kubeskills/kubeskills/internal/runner decodes both.
 //
+// When the command serves a skill, a second init container lays the skill
+// out from the folders where its ConfigMap shards are mounted, shard 0
+// first:
+//
+//	runner unpack-skill --to /skill /kubeskills/shards/0 /kubeskills/shards/1
+//
+// It writes SKILL.md and every bundled file, decoded, into the folder: files
+// 0444, executable files 0555, folders 0555. The folder must be absent or
+// empty; shards of two versions of the skill are refused.
+//
 // Exit codes: the command's own exit status (128+N when it was killed by
 // signal N); 124 when the timeout expired; 128+N when the runner itself
 // received signal N (SIGTERM, SIGINT or SIGHUP, forwarded to the command);
 // 127 when the shell does not exist, 126 when it cannot be executed; 125 when
 // the runner failed: bad usage, a missing working directory, or a result it
-// could not write.
+// could not write. install and unpack-skill exit 0 on success and 125 on any
+// failure, with the reason on stderr.
 package main
 
 import (
@@ -43,6 +54,9 @@ const usage = `Usage:
       Run COMMAND with /bin/sh -c and report its result.
   runner install DEST
       Copy this executable to DEST with mode 0555.
+  runner unpack-skill --to DIR SHARD_DIR...
+      Write the skill whose ConfigMap shards are mounted at SHARD_DIR...
+      (shard 0 first) into DIR, read-only.
 
 Run 'runner run -h' for the flags of run.
 `
@@ -62,6 +76,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCommand(args[1:], stdout, stderr)
 	case "install":
 		return install(args[1:], stderr)
+	case "unpack-skill":
+		return unpackSkill(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return 0

@@ -1,7 +1,8 @@
 // Package runner runs one shell command inside a sandbox Job and reports
 // what happened: exit code, stdout and stderr captured separately and capped,
 // duration, truncation and timeout. It also decodes that report on the
-// controller's side.
+// controller's side, and writes the read-only folder that "runner
+// unpack-skill" lays a skill out in (WriteFolder).
 //
 // The package imports nothing but the standard library so that cmd/runner
 // stays a small static binary that an init container can copy into any

@@ -1,0 +1,321 @@
+package sandbox
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
+)
+
+// podCheck asserts one hardening field of the Job, whatever its input. check
+// returns what is wrong, or ""; breaks undoes that one field, to show the
+// check notices.
+type podCheck struct {
+	name   string
+	check  func(v variant, job *batchv1.Job) string
+	breaks func(job *batchv1.Job)
+}
+
+// containerCheck asserts one hardening field of every container.
+type containerCheck struct {
+	name   string
+	check  func(c corev1.Container) string
+	breaks func(c *corev1.Container)
+}
+
+var podChecks = []podCheck{
+	{"pod runAsNonRoot",
+		func(_ variant, j *batchv1.Job) string { return wantTrue(podSC(j).RunAsNonRoot) },
+		func(j *batchv1.Job) { j.Spec.Template.Spec.SecurityContext.RunAsNonRoot = nil }},
+	{"pod runAsUser 65532",
+		func(_ variant, j *batchv1.Job) string { return wantInt64(podSC(j).RunAsUser, 65532) },
+		func(j *batchv1.Job) { j.Spec.Template.Spec.SecurityContext.RunAsUser = ptr.To[int64](0) }},
+	{"pod runAsGroup 65532",
+		func(_ variant, j *batchv1.Job) string { return wantInt64(podSC(j).RunAsGroup, 65532) },
+		func(j *batchv1.Job) { j.Spec.Template.Spec.SecurityContext.RunAsGroup = nil }},
+	{"pod fsGroup 65532",
+		func(_ variant, j *batchv1.Job) string { return wantInt64(podSC(j).FSGroup, 65532) },
+		func(j *batchv1.Job) { j.Spec.Template.Spec.SecurityContext.FSGroup = ptr.To[int64](0) }},
+	{"pod seccompProfile RuntimeDefault",
+		func(_ variant, j *batchv1.Job) string {
+			if sp := podSC(j).SeccompProfile; sp == nil || sp.Type != corev1.SeccompProfileTypeRuntimeDefault || sp.LocalhostProfile != nil {
+				return fmt.Sprintf("seccompProfile = %+v", sp)
+			}
+			return ""
+		},
+		func(j *batchv1.Job) {
+			j.Spec.Template.Spec.SecurityContext.SeccompProfile.Type = corev1.SeccompProfileTypeUnconfined
+		}},
+	{"automountServiceAccountToken false",
+		func(_ variant, j *batchv1.Job) string {
+			return wantFalse(j.Spec.Template.Spec.AutomountServiceAccountToken)
+		},
+		func(j *batchv1.Job) { j.Spec.Template.Spec.AutomountServiceAccountToken = nil }},
+	{"enableServiceLinks false",
+		func(_ variant, j *batchv1.Job) string { return wantFalse(j.Spec.Template.Spec.EnableServiceLinks) },
+		func(j *batchv1.Job) { j.Spec.Template.Spec.EnableServiceLinks = ptr.To(true) }},
+	{"restartPolicy Never",
+		func(_ variant, j *batchv1.Job) string {
+			if got := j.Spec.Template.Spec.RestartPolicy; got != corev1.RestartPolicyNever {
+				return fmt.Sprintf("restartPolicy = %q", got)
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }},
+	{"backoffLimit 0",
+		func(_ variant, j *batchv1.Job) string { return wantInt32(j.Spec.BackoffLimit, 0) },
+		func(j *batchv1.Job) { j.Spec.BackoffLimit = nil }},
+	{"activeDeadlineSeconds is timeout + grace + margin",
+		func(v variant, j *batchv1.Job) string { return wantInt64(j.Spec.ActiveDeadlineSeconds, v.wantDeadline) },
+		func(j *batchv1.Job) { *j.Spec.ActiveDeadlineSeconds -= int64(DeadlineMargin / time.Second) }},
+	{"terminationGracePeriodSeconds exceeds the runner's grace",
+		func(_ variant, j *batchv1.Job) string {
+			got := j.Spec.Template.Spec.TerminationGracePeriodSeconds
+			if got == nil || *got <= int64(RunnerGrace/time.Second) {
+				return fmt.Sprintf("terminationGracePeriodSeconds = %s, want more than %s", ptrString(got), RunnerGrace)
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { j.Spec.Template.Spec.TerminationGracePeriodSeconds = nil }},
+	{"ttlSecondsAfterFinished",
+		func(v variant, j *batchv1.Job) string { return wantInt32(j.Spec.TTLSecondsAfterFinished, v.wantTTL) },
+		func(j *batchv1.Job) { j.Spec.TTLSecondsAfterFinished = nil }},
+	{"no host namespaces",
+		func(_ variant, j *batchv1.Job) string {
+			if s := j.Spec.Template.Spec; s.HostNetwork || s.HostPID || s.HostIPC {
+				return "a host namespace is shared"
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { j.Spec.Template.Spec.HostNetwork = true }},
+	{"no ServiceAccount named",
+		func(_ variant, j *batchv1.Job) string {
+			if s := j.Spec.Template.Spec; s.ServiceAccountName != "" || s.DeprecatedServiceAccount != "" {
+				return "a ServiceAccount is named"
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { j.Spec.Template.Spec.ServiceAccountName = "default" }},
+	{"volumes are size-limited emptyDirs or ConfigMaps",
+		func(_ variant, j *batchv1.Job) string {
+			for _, vol := range j.Spec.Template.Spec.Volumes {
+				switch {
+				case vol.EmptyDir != nil && vol.EmptyDir.SizeLimit != nil && vol.EmptyDir.Medium == "":
+				case vol.ConfigMap != nil:
+				default:
+					return fmt.Sprintf("volume %s is %+v", vol.Name, vol.VolumeSource)
+				}
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { j.Spec.Template.Spec.Volumes[0].EmptyDir.SizeLimit = nil }},
+	{"/tmp is a writable emptyDir",
+		func(_ variant, j *batchv1.Job) string {
+			m, ok := mount(j.Spec.Template.Spec.Containers[0], TmpDir)
+			if !ok || m.ReadOnly {
+				return fmt.Sprintf("/tmp mount = %+v, %t", m, ok)
+			}
+			if vol := volume(j, m.Name); vol == nil || vol.EmptyDir == nil {
+				return fmt.Sprintf("/tmp is backed by %+v", vol)
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].VolumeMounts[1].MountPath = "/scratch" }},
+}
+
+var containerChecks = []containerCheck{
+	{"readOnlyRootFilesystem",
+		func(c corev1.Container) string { return wantTrue(sc(c).ReadOnlyRootFilesystem) },
+		func(c *corev1.Container) { c.SecurityContext.ReadOnlyRootFilesystem = ptr.To(false) }},
+	{"allowPrivilegeEscalation false",
+		func(c corev1.Container) string { return wantFalse(sc(c).AllowPrivilegeEscalation) },
+		func(c *corev1.Container) { c.SecurityContext.AllowPrivilegeEscalation = nil }},
+	{"capabilities drop ALL, add none",
+		func(c corev1.Container) string {
+			caps := sc(c).Capabilities
+			if caps == nil || !reflect.DeepEqual(caps.Drop, []corev1.Capability{"ALL"}) || len(caps.Add) != 0 {
+				return fmt.Sprintf("capabilities = %+v", caps)
+			}
+			return ""
+		},
+		func(c *corev1.Container) { c.SecurityContext.Capabilities.Add = []corev1.Capability{"NET_RAW"} }},
+	{"runAsNonRoot",
+		func(c corev1.Container) string { return wantTrue(sc(c).RunAsNonRoot) },
+		func(c *corev1.Container) { c.SecurityContext.RunAsNonRoot = ptr.To(false) }},
+	{"not privileged, not root",
+		func(c corev1.Container) string {
+			s := sc(c)
+			if (s.Privileged != nil && *s.Privileged) || (s.RunAsUser != nil && *s.RunAsUser == 0) {
+				return fmt.Sprintf("securityContext = %+v", s)
+			}
+			return ""
+		},
+		func(c *corev1.Container) { c.SecurityContext.RunAsUser = ptr.To[int64](0) }},
+	{"cpu and memory limits",
+		func(c corev1.Container) string {
+			for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+				limit, ok := c.Resources.Limits[name]
+				if !ok || limit.IsZero() {
+					return fmt.Sprintf("no %s limit", name)
+				}
+				if request := c.Resources.Requests[name]; request.Cmp(limit) > 0 {
+					return fmt.Sprintf("%s request %s exceeds its limit %s", name, request.String(), limit.String())
+				}
+			}
+			return ""
+		},
+		func(c *corev1.Container) { delete(c.Resources.Limits, corev1.ResourceMemory) }},
+	{"imagePullPolicy IfNotPresent",
+		func(c corev1.Container) string {
+			if c.ImagePullPolicy != corev1.PullIfNotPresent {
+				return fmt.Sprintf("imagePullPolicy = %q", c.ImagePullPolicy)
+			}
+			return ""
+		},
+		func(c *corev1.Container) { c.ImagePullPolicy = corev1.PullAlways }},
+	{"no host ports",
+		func(c corev1.Container) string {
+			for _, p := range c.Ports {
+				if p.HostPort != 0 {
+					return fmt.Sprintf("hostPort %d", p.HostPort)
+				}
+			}
+			return ""
+		},
+		func(c *corev1.Container) { c.Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}} }},
+}
+
+func TestJobHardening(t *testing.T) {
+	for _, v := range variants() {
+		job := Job(v.params)
+		for _, pc := range podChecks {
+			t.Run(v.name+"/"+pc.name, func(t *testing.T) {
+				if problem := pc.check(v, job); problem != "" {
+					t.Error(problem)
+				}
+			})
+		}
+		for _, c := range allContainers(job) {
+			for _, cc := range containerChecks {
+				t.Run(v.name+"/"+c.Name+"/"+cc.name, func(t *testing.T) {
+					if problem := cc.check(c); problem != "" {
+						t.Error(problem)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestHardeningChecksNotice shows each check fails when its field is
+// undone, so a passing TestJobHardening means every field is there.
+func TestHardeningChecksNotice(t *testing.T) {
+	v := variants()[2]
+	for _, pc := range podChecks {
+		job := Job(v.params)
+		pc.breaks(job)
+		if pc.check(v, job) == "" {
+			t.Errorf("check %q passes on a Job without it", pc.name)
+		}
+	}
+	for _, cc := range containerChecks {
+		for i := range allContainers(Job(v.params)) {
+			job := Job(v.params)
+			spec := &job.Spec.Template.Spec
+			c := &spec.Containers[0]
+			if i < len(spec.InitContainers) {
+				c = &spec.InitContainers[i]
+			}
+			cc.breaks(c)
+			if cc.check(*c) == "" {
+				t.Errorf("check %q passes on container %s without it", cc.name, c.Name)
+			}
+		}
+	}
+}
+
+// allContainers returns the init containers then the containers.
+func allContainers(job *batchv1.Job) []corev1.Container {
+	spec := job.Spec.Template.Spec
+	return append(slices.Clone(spec.InitContainers), spec.Containers...)
+}
+
+// mount finds a container's mount at path.
+func mount(c corev1.Container, path string) (corev1.VolumeMount, bool) {
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == path {
+			return m, true
+		}
+	}
+	return corev1.VolumeMount{}, false
+}
+
+// volume finds a pod volume by name.
+func volume(job *batchv1.Job, name string) *corev1.Volume {
+	for i, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == name {
+			return &job.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func podSC(j *batchv1.Job) *corev1.PodSecurityContext {
+	if sc := j.Spec.Template.Spec.SecurityContext; sc != nil {
+		return sc
+	}
+	return &corev1.PodSecurityContext{}
+}
+
+func sc(c corev1.Container) *corev1.SecurityContext {
+	if c.SecurityContext != nil {
+		return c.SecurityContext
+	}
+	return &corev1.SecurityContext{}
+}
+
+func wantTrue(b *bool) string {
+	if b == nil || !*b {
+		return fmt.Sprintf("got %s, want true", ptrString(b))
+	}
+	return ""
+}
+
+func wantFalse(b *bool) string {
+	if b == nil || *b {
+		return fmt.Sprintf("got %s, want false", ptrString(b))
+	}
+	return ""
+}
+
+func wantInt64(got *int64, want int64) string {
+	if got == nil || *got != want {
+		return fmt.Sprintf("got %s, want %d", ptrString(got), want)
+	}
+	return ""
+}
+
+func wantInt32(got *int32, want int32) string {
+	if got == nil || *got != want {
+		return fmt.Sprintf("got %s, want %d", ptrString(got), want)
+	}
+	return ""
+}
+
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
+}
+
+// semanticEqual compares objects holding resource quantities.
+func semanticEqual(a, b any) bool {
+	return equality.Semantic.DeepEqual(a, b)
+}

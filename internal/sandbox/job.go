@@ -1,0 +1,231 @@
+package sandbox
+
+import (
+	"sort"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// Volume names.
+const (
+	volumeRunner = "runner"
+	volumeTmp    = "tmp"
+	volumeSkill  = "skill"
+	// volumeShardPrefix plus a shard's index names its ConfigMap volume.
+	volumeShardPrefix = "skill-shard-"
+)
+
+// shardMode is the mode of the files of a mounted shard: readable, since
+// the unpack-skill container runs as UserID, and nothing more.
+const shardMode int32 = 0o444
+
+// Job builds the Job that runs p.Run: named after the run, in its
+// namespace, controlled by it, hardened as the package documentation says.
+// The same Params always give the same Job.
+func Job(p Params) *batchv1.Job {
+	sb := sandboxOf(p.Policy)
+	meta := objectMeta(p.Run)
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
+		ObjectMeta: meta,
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            ptr.To[int32](0),
+			ActiveDeadlineSeconds:   ptr.To(ActiveDeadlineSeconds(p.timeout())),
+			TTLSecondsAfterFinished: ptr.To(ttlSecondsAfterFinished(sb)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: Labels(p.Run)},
+				Spec:       podSpec(p, sb),
+			},
+		},
+	}
+}
+
+// podSpec builds the sandbox pod.
+func podSpec(p Params, sb *skillsv1.Sandbox) corev1.PodSpec {
+	spec := corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		AutomountServiceAccountToken:  ptr.To(false),
+		EnableServiceLinks:            ptr.To(false),
+		TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			RunAsUser:      ptr.To(UserID),
+			RunAsGroup:     ptr.To(UserID),
+			FSGroup:        ptr.To(UserID),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		Volumes: []corev1.Volume{
+			emptyDir(volumeRunner, RunnerVolumeSize),
+			emptyDir(volumeTmp, TmpVolumeSize),
+		},
+		InitContainers: []corev1.Container{installRunnerContainer(p.RunnerImage)},
+		Containers:     []corev1.Container{commandContainer(p, sb)},
+	}
+	if sb.RuntimeClassName != nil && *sb.RuntimeClassName != "" {
+		spec.RuntimeClassName = ptr.To(*sb.RuntimeClassName)
+	}
+	if shards := skillShards(p.Skill); shards != nil {
+		spec.Volumes = append(spec.Volumes, emptyDir(volumeSkill, SkillVolumeSize))
+		for i, name := range shards {
+			spec.Volumes = append(spec.Volumes, corev1.Volume{
+				Name: volumeShardPrefix + strconv.Itoa(i),
+				VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: name},
+					DefaultMode:          ptr.To(shardMode),
+				}},
+			})
+		}
+		spec.InitContainers = append(spec.InitContainers, unpackSkillContainer(p.RunnerImage, len(shards)))
+	}
+	return spec
+}
+
+// skillShards returns the names of the ConfigMaps holding the run's skill,
+// shard 0 first, or nil when the run serves no skill. A skill with no
+// ConfigMaps in its status gives an empty list: unpack-skill then fails
+// with a clear message rather than the command running without its skill.
+func skillShards(s *skillsv1.Skill) []string {
+	if s == nil {
+		return nil
+	}
+	return append([]string{}, s.Status.ConfigMaps...)
+}
+
+// installRunnerContainer copies the runner from the operator image into
+// the runner volume.
+func installRunnerContainer(image string) corev1.Container {
+	return corev1.Container{
+		Name:                     ContainerInstallRunner,
+		Image:                    image,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Command:                  []string{RunnerImagePath, "install", RunnerPath},
+		Resources:                initResources(),
+		VolumeMounts:             []corev1.VolumeMount{{Name: volumeRunner, MountPath: RunnerDir}},
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurityContext(),
+	}
+}
+
+// unpackSkillContainer lays the skill out of its mounted shards into the
+// skill volume. It alone mounts the shard ConfigMaps.
+func unpackSkillContainer(image string, shards int) corev1.Container {
+	command := []string{RunnerImagePath, "unpack-skill", "--to", SkillDir}
+	mounts := []corev1.VolumeMount{{Name: volumeSkill, MountPath: SkillDir}}
+	for i := 0; i < shards; i++ {
+		dir := ShardsDir + "/" + strconv.Itoa(i)
+		command = append(command, dir)
+		mounts = append(mounts, corev1.VolumeMount{
+			Name:      volumeShardPrefix + strconv.Itoa(i),
+			MountPath: dir,
+			ReadOnly:  true,
+		})
+	}
+	return corev1.Container{
+		Name:                     ContainerUnpackSkill,
+		Image:                    image,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Command:                  command,
+		Resources:                initResources(),
+		VolumeMounts:             mounts,
+		TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurityContext(),
+	}
+}
+
+// commandContainer runs the command under the runner in the toolbox image.
+// Its termination message is the runner's result.
+func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
+	image := sb.Image
+	if image == "" {
+		image = p.DefaultImage
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: volumeRunner, MountPath: RunnerDir, ReadOnly: true},
+		{Name: volumeTmp, MountPath: TmpDir},
+	}
+	env := []corev1.EnvVar{
+		{Name: "HOME", Value: TmpDir},
+		{Name: "TMPDIR", Value: TmpDir},
+	}
+	if p.Skill != nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: volumeSkill, MountPath: SkillDir, ReadOnly: true})
+		env = append(env, corev1.EnvVar{Name: EnvSkillDir, Value: SkillDir})
+	}
+	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
+	return corev1.Container{
+		Name:                     ContainerCommand,
+		Image:                    image,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Command:                  RunnerCommand(p.timeout(), outputLimit(sb), p.Run.Spec.Command),
+		WorkingDir:               TmpDir,
+		Env:                      env,
+		EnvFrom:                  envFromSecrets(sb.EnvFromSecrets),
+		Resources:                resources(sb),
+		VolumeMounts:             mounts,
+		TerminationMessagePath:   ResultFile,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          containerSecurityContext(),
+	}
+}
+
+// RunnerCommand is the main container's command line: the installed runner
+// running command with the timeout, RunnerGrace and the output cap, writing
+// its result to ResultFile. The command stays one argument; the runner
+// hands it to /bin/sh -c.
+func RunnerCommand(timeout time.Duration, outputLimitBytes int32, command string) []string {
+	return []string{
+		RunnerPath, "run",
+		"--timeout=" + timeout.String(),
+		"--grace=" + RunnerGrace.String(),
+		"--output-limit=" + strconv.FormatInt(int64(outputLimitBytes), 10),
+		"--result-file=" + ResultFile,
+		"--", command,
+	}
+}
+
+// envFromSecrets exposes the policy's Secrets, in the policy's order: when
+// two give the same variable, the later one wins, as the policy's author
+// wrote it. Variables the container sets itself (HOME, TMPDIR, SKILL_DIR)
+// take precedence over any Secret.
+func envFromSecrets(secrets []skillsv1.SecretEnv) []corev1.EnvFromSource {
+	if len(secrets) == 0 {
+		return nil
+	}
+	out := make([]corev1.EnvFromSource, 0, len(secrets))
+	for _, s := range secrets {
+		out = append(out, corev1.EnvFromSource{
+			Prefix:    s.Prefix,
+			SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: s.SecretName}},
+		})
+	}
+	return out
+}
+
+// containerSecurityContext is the hardening every sandbox container gets.
+func containerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// emptyDir is a size-limited emptyDir volume on the node's disk.
+func emptyDir(name, size string) corev1.Volume {
+	limit := resource.MustParse(size)
+	return corev1.Volume{
+		Name:         name,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit}},
+	}
+}
