@@ -21,10 +21,11 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
-	mgr, err := manager.New(ctrl.GetConfigOrDie(), o)
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := manager.New(ctx, ctrl.GetConfigOrDie(), o)
 	if err == nil {
 		ctrl.Log.WithName("setup").Info("Starting manager")
-		err = mgr.Start(ctrl.SetupSignalHandler())
+		err = mgr.Start(ctx)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

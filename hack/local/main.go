@@ -74,7 +74,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "Control plane up in %s, CRDs installed.\n", time.Since(start).Round(time.Millisecond))
 
-	mgr, err := manager.New(env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4})
+	mgr, err := manager.New(ctx, env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4, RunWorkers: 4, Image: manager.DefaultImage, SandboxImage: manager.DefaultSandboxImage})
 	if err != nil {
 		return err
 	}

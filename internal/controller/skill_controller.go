@@ -207,11 +207,13 @@ func isControlledBy(obj metav1.Object, owner metav1.Object) bool {
 }
 
 // eventNote fits a message in an Event's note (at most 1 KiB).
-func eventNote(msg string) string {
-	const maxNote = 1024
-	if len(msg) <= maxNote {
-		return msg
+func eventNote(msg string) string { return clip(msg, 1024) }
+
+// clip cuts s to at most n bytes, ending in "…" when cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
 	// A rune cut in two is invalid UTF-8, which ToValidUTF8 drops.
-	return strings.ToValidUTF8(msg[:maxNote-len("…")], "") + "…"
+	return strings.ToValidUTF8(s[:n-len("…")], "") + "…"
 }

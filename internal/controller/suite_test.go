@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/manager"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
@@ -34,11 +36,11 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env, k8s = e, e.Client
 		ctrl.SetLogger(zap.New(zap.WriteTo(testLog())))
-		mgr, err := manager.New(e.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4})
+		ctx, cancel := context.WithCancel(context.Background())
+		mgr, err := newManager(ctx, e)
 		if err != nil {
 			panic(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -48,6 +50,25 @@ func TestMain(m *testing.M) {
 		}()
 		return func() { cancel(); <-done }
 	}))
+}
+
+// podLogs holds the container logs a kubelet would serve, by pod name:
+// envtest has no kubelet, so tests write them with the pod's status.
+var podLogs sync.Map
+
+// newManager returns the operator's manager as cmd/manager builds it, but
+// for reading pod logs from podLogs.
+func newManager(ctx context.Context, e *testenv.Env) (ctrl.Manager, error) {
+	return manager.New(ctx, e.Config, manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4, RunWorkers: 4, SkipControllerNameValidation: true,
+		Image: "example.com/kubeskills:test", SandboxImage: "example.com/toolbox:test",
+		Results: &controller.PodResultReader{Pods: e.Client, Logs: func(_ context.Context, ns, pod, container string) ([]byte, error) {
+			if log, ok := podLogs.Load(ns + "/" + pod + "/" + container); ok {
+				return log.([]byte), nil
+			}
+			return nil, fmt.Errorf("no log for %s/%s", ns, pod)
+		}},
+	})
 }
 
 // testLog keeps the manager quiet unless KUBESKILLS_TEST_LOG is set.

@@ -4,8 +4,17 @@
 package manager
 
 import (
+	"context"
 	"flag"
 	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -16,6 +25,7 @@ import (
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/controller"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
 
@@ -33,6 +43,19 @@ type Options struct {
 	MaxInstructionsBytes int
 	// SkillWorkers is the number of Skills reconciled at once.
 	SkillWorkers int
+	// RunWorkers is the number of CommandRuns reconciled at once.
+	RunWorkers int
+	// Image is the operator's own image: it holds the runner that sandbox
+	// Jobs copy in, and the agent runtime.
+	Image string
+	// SandboxImage is the toolbox image commands run in when a policy names
+	// none.
+	SandboxImage string
+	// Results reads sandbox results; nil means from the pods, with client-go.
+	Results controller.ResultReader
+	// SkipControllerNameValidation lets two managers run in one process, as
+	// tests of a restart do.
+	SkipControllerNameValidation bool
 }
 
 // BindFlags registers the options as command-line flags.
@@ -43,7 +66,16 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace.")
 	fs.IntVar(&o.MaxInstructionsBytes, "max-instructions-bytes", skill.DefaultMaxBodyBytes, "Largest skill instructions (SKILL.md body) served, in bytes.")
 	fs.IntVar(&o.SkillWorkers, "skill-workers", 4, "Skills reconciled at once.")
+	fs.IntVar(&o.RunWorkers, "run-workers", 4, "CommandRuns reconciled at once.")
+	fs.StringVar(&o.Image, "image", DefaultImage, "The operator's own image: sandbox Jobs copy the runner from it, and agents run it.")
+	fs.StringVar(&o.SandboxImage, "sandbox-image", DefaultSandboxImage, "Toolbox image commands run in when a CommandPolicy names none.")
 }
+
+// Default images.
+const (
+	DefaultImage        = "docker.io/kubeskills/kubeskills:dev"
+	DefaultSandboxImage = "docker.io/library/busybox:1.37"
+)
 
 // NewScheme returns a scheme with the core and kubeskills kinds.
 func NewScheme() (*runtime.Scheme, error) {
@@ -59,13 +91,23 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // New returns a manager with every reconciler and the health checks set up;
 // the caller starts it.
-func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
 	}
+	// Cache only the Jobs and pods of sandboxes, not every one in the cluster.
+	sandboxes, err := labels.Parse(sandbox.LabelCommandRun)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse sandbox selector: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
+		Scheme:     scheme,
+		Controller: config.Controller{SkipNameValidation: &o.SkipControllerNameValidation},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}: {Label: sandboxes},
+			&corev1.Pod{}:  {Label: sandboxes},
+		}},
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElection,
@@ -78,7 +120,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to create manager: %w", err)
 	}
-	if err := setupReconcilers(mgr, o); err != nil {
+	if err := setupReconcilers(ctx, mgr, o); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -91,7 +133,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 }
 
 // setupReconcilers registers one reconciler per kind.
-func setupReconcilers(mgr ctrl.Manager, o Options) error {
+func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	skills := &controller.SkillReconciler{
 		Client:               mgr.GetClient(),
 		Recorder:             mgr.GetEventRecorder("kubeskills-skill"),
@@ -107,6 +149,25 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the CommandPolicy controller: %w", err)
+	}
+	results := o.Results
+	if results == nil {
+		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("failed to create clientset: %w", err)
+		}
+		results = controller.NewPodResultReader(mgr.GetClient(), cs)
+	}
+	runs := &controller.CommandRunReconciler{
+		Client:       mgr.GetClient(),
+		Recorder:     mgr.GetEventRecorder("kubeskills-commandrun"),
+		Results:      results,
+		RunnerImage:  o.Image,
+		SandboxImage: o.SandboxImage,
+		Workers:      o.RunWorkers,
+	}
+	if err := runs.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("failed to set up the CommandRun controller: %w", err)
 	}
 	return nil
 }

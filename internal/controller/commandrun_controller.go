@@ -1,0 +1,433 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/policy"
+	"github.com/kubeskills/kubeskills/internal/policyapi"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
+)
+
+// IndexRunAgent indexes CommandRuns by spec.agent, for history collection.
+const IndexRunAgent = "spec.agent"
+
+// Defaults of a CommandPolicy's settings, as the CRD defaults them.
+const (
+	defaultApprovalTimeout = time.Hour
+	defaultHistoryRuns     = 100
+	defaultHistoryAge      = 7 * 24 * time.Hour
+)
+
+// CommandRunReconciler judges each CommandRun once against its agent's
+// policy, waits for a person when the policy says Ask, runs allowed
+// commands as sandboxed Jobs and records their results.
+type CommandRunReconciler struct {
+	client.Client
+	Recorder recorder.EventRecorder
+	// Results reads what a finished Job's runner reported.
+	Results ResultReader
+	// RunnerImage is the image holding the runner (the operator's own).
+	RunnerImage string
+	// SandboxImage is the toolbox image when a policy names none.
+	SandboxImage string
+	// Workers is the number of CommandRuns reconciled at once.
+	Workers int
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+
+	matchers sync.Map // policy UID/generation -> *policy.Matcher
+}
+
+// +kubebuilder:rbac:groups=kubeskills.io,resources=commandruns,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=kubeskills.io,resources=commandruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=kubeskills.io,resources=agents,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create
+
+// SetupWithManager registers the reconciler, the spec.agent index, and
+// watches on the runs' Jobs.
+func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &skillsv1.CommandRun{}, IndexRunAgent, func(o client.Object) []string {
+		return []string{o.(*skillsv1.CommandRun).Spec.Agent}
+	}); err != nil {
+		return fmt.Errorf("failed to index CommandRuns by agent: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&skillsv1.CommandRun{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&batchv1.Job{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
+		Complete(r)
+}
+
+// Reconcile moves a run along its life; status is written once, at the end.
+func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	run := &skillsv1.CommandRun{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !run.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := run.DeepCopy()
+	result, err := r.reconcile(ctx, run)
+	r.recordTransition(before, run)
+	if !isTerminal(before.Status.Phase) && isTerminal(run.Status.Phase) {
+		// Come back once the status is written, to prune the history.
+		result = ctrl.Result{RequeueAfter: time.Second}
+	}
+	return result, errors.Join(err, patchStatus(ctx, r.Client, before, run, before.Status, run.Status))
+}
+
+// reconcile is the ordered list of steps:
+//  1. a finished run only waits for history collection;
+//  2. the decision is taken once and recorded (Never ends the run: Denied);
+//  3. Ask waits for an approval until the policy's approval timeout
+//     (AwaitingApproval, then Denied or Expired);
+//  4. Always or approved: the sandbox Job runs (Running), and its result
+//     ends the run (Succeeded, Failed or TimedOut).
+func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
+	if isTerminal(run.Status.Phase) {
+		return r.collect(ctx, run)
+	}
+	run.Status.ObservedGeneration = run.Generation
+	run.Status.ShortCommand = shortCommand(run.Spec.Command)
+	if run.Status.Decision == nil {
+		if err := r.decide(ctx, run); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	switch d := run.Status.Decision; {
+	case isTerminal(run.Status.Phase):
+		return ctrl.Result{}, nil
+	case d.Action == skillsv1.ActionNever:
+		endRun(run, skillsv1.PhaseDenied, "Denied by the policy: "+d.Reason, r.now())
+		return ctrl.Result{}, nil
+	case d.Action == skillsv1.ActionAsk:
+		if wait, waiting := r.awaitApproval(run); waiting {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		if isTerminal(run.Status.Phase) {
+			return ctrl.Result{}, nil
+		}
+	}
+	return ctrl.Result{}, r.runJob(ctx, run)
+}
+
+// decide judges the command against the agent's policy, narrowed by the
+// skill's allowed tools, and records the decision once. Anything missing
+// (agent, policy, skill) or a policy not in force denies the run.
+func (r *CommandRunReconciler) decide(ctx context.Context, run *skillsv1.CommandRun) error {
+	pol, skl, reason, err := r.resolve(ctx, run)
+	if err != nil || reason != "" {
+		if reason != "" {
+			denyRun(run, reason, r.now())
+		}
+		return err
+	}
+	m, err := r.matcher(pol)
+	if err != nil {
+		denyRun(run, fmt.Sprintf("CommandPolicy %q is not in force: %v", pol.Name, err), r.now())
+		return nil
+	}
+	var tools []string
+	if skl != nil {
+		tools = skl.Spec.AllowedTools
+	}
+	d := m.DecideFor(run.Spec.Command, tools)
+	run.Status.Decision = &skillsv1.PolicyDecision{
+		Action:           skillsv1.PolicyAction(d.Action),
+		Rule:             d.Rule,
+		Reason:           clip(d.Reason, 4096),
+		Policy:           pol.Name,
+		PolicyGeneration: pol.Generation,
+	}
+	if d.Action == policy.Ask {
+		deadline := run.CreationTimestamp.Add(approvalTimeout(pol))
+		run.Status.ApprovalDeadline = &metav1.Time{Time: deadline}
+	}
+	return nil
+}
+
+// resolve finds the run's policy and skill. A non-empty reason says why the
+// run must be denied; an error is transient.
+func (r *CommandRunReconciler) resolve(ctx context.Context, run *skillsv1.CommandRun) (*skillsv1.CommandPolicy, *skillsv1.Skill, string, error) {
+	agent := &skillsv1.Agent{}
+	if reason, err := r.getOrReason(ctx, run.Namespace, run.Spec.Agent, agent, "Agent"); reason != "" || err != nil {
+		return nil, nil, reason, err
+	}
+	if agent.Spec.PolicyRef == nil {
+		return nil, nil, fmt.Sprintf("Agent %q names no CommandPolicy, so it may run no commands", agent.Name), nil
+	}
+	pol := &skillsv1.CommandPolicy{}
+	if reason, err := r.getOrReason(ctx, run.Namespace, agent.Spec.PolicyRef.Name, pol, "CommandPolicy"); reason != "" || err != nil {
+		return nil, nil, reason, err
+	}
+	if run.Spec.Skill == "" {
+		return pol, nil, "", nil
+	}
+	skl := &skillsv1.Skill{}
+	if reason, err := r.getOrReason(ctx, run.Namespace, run.Spec.Skill, skl, "Skill"); reason != "" || err != nil {
+		return nil, nil, reason, err
+	}
+	if skl.Status.ServedGeneration == 0 || len(skl.Status.ConfigMaps) == 0 {
+		return nil, nil, fmt.Sprintf("Skill %q is not served", skl.Name), nil
+	}
+	return pol, skl, "", nil
+}
+
+// getOrReason gets an object; NotFound becomes a reason to deny.
+func (r *CommandRunReconciler) getOrReason(ctx context.Context, ns, name string, obj client.Object, kind string) (string, error) {
+	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("%s %q not found", kind, name), nil
+	case err != nil:
+		return "", fmt.Errorf("failed to get %s %s/%s: %w", kind, ns, name, err)
+	}
+	return "", nil
+}
+
+// matcher compiles a policy, once per generation.
+func (r *CommandRunReconciler) matcher(pol *skillsv1.CommandPolicy) (*policy.Matcher, error) {
+	key := fmt.Sprintf("%s/%d", pol.UID, pol.Generation)
+	if m, ok := r.matchers.Load(key); ok {
+		return m.(*policy.Matcher), nil
+	}
+	m, err := policyapi.Compile(pol)
+	if err != nil {
+		return nil, err
+	}
+	r.matchers.Store(key, m)
+	return m, nil
+}
+
+// awaitApproval handles a run the policy says to Ask about. It reports how
+// long to wait when the run still waits; otherwise the run was approved
+// (phase unchanged) or ended (Denied, Expired).
+func (r *CommandRunReconciler) awaitApproval(run *skillsv1.CommandRun) (time.Duration, bool) {
+	switch a := run.Spec.Approval; {
+	case a != nil && a.Decision == skillsv1.Approved:
+		return 0, false
+	case a != nil:
+		msg := fmt.Sprintf("Denied by %s", a.Approver)
+		if a.Reason != "" {
+			msg += ": " + a.Reason
+		}
+		endRun(run, skillsv1.PhaseDenied, msg, r.now())
+		return 0, false
+	}
+	left := run.Status.ApprovalDeadline.Sub(r.now())
+	if left <= 0 {
+		endRun(run, skillsv1.PhaseExpired, "Nobody approved the command before its approval deadline", r.now())
+		return 0, false
+	}
+	setRunPhase(run, skillsv1.PhaseAwaitingApproval, fmt.Sprintf("Waiting for a person to approve or deny: kubectl skills approve %s", run.Name))
+	return left, true
+}
+
+// runJob creates the run's NetworkPolicy and Job once, then records the
+// result when the Job finishes. A Job of the same name that the run does not
+// own is never adopted.
+func (r *CommandRunReconciler) runJob(ctx context.Context, run *skillsv1.CommandRun) error {
+	job := &batchv1.Job{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(run), job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.startJob(ctx, run)
+	case err != nil:
+		return fmt.Errorf("failed to get Job %s: %w", klog.KObj(run), err)
+	case !isControlledBy(job, run):
+		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run does not own", job.Name), r.now())
+		return nil
+	}
+	finished, deadlineExceeded := jobFinished(job)
+	if !finished {
+		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
+		return nil
+	}
+	res, err := r.Results.Read(ctx, job)
+	if err != nil {
+		return fmt.Errorf("failed to read the result of Job %s: %w", klog.KObj(job), err)
+	}
+	run.Status.Result = resultStatus(res)
+	phase, msg := finishedPhase(res, deadlineExceeded)
+	endRun(run, phase, msg, r.now())
+	return nil
+}
+
+// startJob builds and creates the sandbox's NetworkPolicy, then its Job.
+func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.CommandRun) error {
+	p, reason, err := r.sandboxParams(ctx, run)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		endRun(run, skillsv1.PhaseFailed, reason, r.now())
+		return nil
+	}
+	if err := r.Create(ctx, sandbox.NetworkPolicy(p)); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("failed to create NetworkPolicy %s: %w", klog.KObj(run), err)
+	}
+	if err := r.Create(ctx, sandbox.Job(p)); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("failed to create Job %s: %w", klog.KObj(run), err)
+	}
+	run.Status.JobName = run.Name
+	run.Status.StartTime = &metav1.Time{Time: r.now()}
+	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", run.Name))
+	return nil
+}
+
+// sandboxParams gathers what the Job is built from: the policy that judged
+// the run and the skill it serves, as they are now.
+func (r *CommandRunReconciler) sandboxParams(ctx context.Context, run *skillsv1.CommandRun) (sandbox.Params, string, error) {
+	p := sandbox.Params{Run: run, RunnerImage: r.RunnerImage, DefaultImage: r.SandboxImage}
+	p.Policy = &skillsv1.CommandPolicy{}
+	if reason, err := r.getOrReason(ctx, run.Namespace, run.Status.Decision.Policy, p.Policy, "CommandPolicy"); reason != "" || err != nil {
+		return p, reason, err
+	}
+	if run.Spec.Skill != "" {
+		p.Skill = &skillsv1.Skill{}
+		if reason, err := r.getOrReason(ctx, run.Namespace, run.Spec.Skill, p.Skill, "Skill"); reason != "" || err != nil {
+			return p, reason, err
+		}
+	}
+	p.Timeout = sandbox.ResolveTimeout(run, p.Policy)
+	return p, "", nil
+}
+
+// collect applies the policy's history to the finished runs of the run's
+// agent: those older than maxAge or beyond the newest maxRuns are deleted,
+// with their Jobs and NetworkPolicies. Each run that finishes does it, so
+// the history is pruned as runs end; the run comes back when it ages out.
+func (r *CommandRunReconciler) collect(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
+	maxRuns, maxAge := r.history(ctx, run)
+	var runs skillsv1.CommandRunList
+	if err := r.List(ctx, &runs, client.InNamespace(run.Namespace), client.MatchingFields{IndexRunAgent: run.Spec.Agent}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to list CommandRuns of agent %s: %w", run.Spec.Agent, err)
+	}
+	now := r.now()
+	for i, f := range finishedNewestFirst(runs.Items) {
+		if i >= maxRuns || now.Sub(f.Status.CompletionTime.Time) >= maxAge {
+			if err := r.deleteRun(ctx, f); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	left := maxAge - now.Sub(run.Status.CompletionTime.Time)
+	return ctrl.Result{RequeueAfter: max(left, time.Second)}, nil
+}
+
+// history returns how many finished runs, and for how long, the policy
+// keeps; the defaults when the policy is gone.
+func (r *CommandRunReconciler) history(ctx context.Context, run *skillsv1.CommandRun) (int, time.Duration) {
+	maxRuns, maxAge := defaultHistoryRuns, defaultHistoryAge
+	pol := &skillsv1.CommandPolicy{}
+	if run.Status.Decision == nil || r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Status.Decision.Policy}, pol) != nil {
+		return maxRuns, maxAge
+	}
+	if h := pol.Spec.History; h != nil {
+		if h.MaxRuns != nil {
+			maxRuns = int(*h.MaxRuns)
+		}
+		if h.MaxAge != nil {
+			maxAge = h.MaxAge.Duration
+		}
+	}
+	return maxRuns, maxAge
+}
+
+// finishedNewestFirst returns the finished runs, most recently ended first.
+func finishedNewestFirst(runs []skillsv1.CommandRun) []*skillsv1.CommandRun {
+	finished := make([]*skillsv1.CommandRun, 0, len(runs))
+	for i := range runs {
+		if isTerminal(runs[i].Status.Phase) && runs[i].Status.CompletionTime != nil && runs[i].DeletionTimestamp.IsZero() {
+			finished = append(finished, &runs[i])
+		}
+	}
+	sort.Slice(finished, func(i, j int) bool {
+		a, b := finished[i].Status.CompletionTime.Time, finished[j].Status.CompletionTime.Time
+		if !a.Equal(b) {
+			return a.After(b)
+		}
+		return finished[i].Name > finished[j].Name
+	})
+	return finished
+}
+
+func (r *CommandRunReconciler) deleteRun(ctx context.Context, run *skillsv1.CommandRun) error {
+	err := r.Delete(ctx, run, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to delete CommandRun %s: %w", klog.KObj(run), err)
+	}
+	return nil
+}
+
+// recordTransition emits an Event for each change of phase.
+func (r *CommandRunReconciler) recordTransition(before, after *skillsv1.CommandRun) {
+	if after.Status.Phase == before.Status.Phase || after.Status.Phase == "" {
+		return
+	}
+	typ := corev1.EventTypeNormal
+	switch after.Status.Phase {
+	case skillsv1.PhaseFailed, skillsv1.PhaseDenied, skillsv1.PhaseExpired, skillsv1.PhaseTimedOut:
+		typ = corev1.EventTypeWarning
+	}
+	msg := ""
+	if c := apimeta.FindStatusCondition(after.Status.Conditions, skillsv1.SucceededCondition); c != nil {
+		msg = c.Message
+	}
+	r.Recorder.Eventf(after, nil, typ, string(after.Status.Phase), "Run", "%s", eventNote(msg))
+}
+
+func (r *CommandRunReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// jobFinished tells whether a Job has ended, and whether it ended because
+// its activeDeadlineSeconds passed.
+func jobFinished(job *batchv1.Job) (finished, deadlineExceeded bool) {
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return true, false
+		case batchv1.JobFailed:
+			return true, c.Reason == batchv1.JobReasonDeadlineExceeded
+		}
+	}
+	return false, false
+}
+
+func approvalTimeout(pol *skillsv1.CommandPolicy) time.Duration {
+	if pol.Spec.ApprovalTimeout != nil {
+		return pol.Spec.ApprovalTimeout.Duration
+	}
+	return defaultApprovalTimeout
+}
