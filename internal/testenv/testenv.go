@@ -6,12 +6,18 @@
 package testenv
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -150,6 +156,33 @@ func (e *Env) AdminKubeconfig() ([]byte, error) {
 		return nil, fmt.Errorf("failed to write admin kubeconfig: %w", err)
 	}
 	return data, nil
+}
+
+// ApplyFiles creates the objects of YAML manifests (several documents per
+// file allowed), paths relative to the repository root.
+func (e *Env) ApplyFiles(ctx context.Context, paths ...string) error {
+	for _, path := range paths {
+		data, err := os.ReadFile(filepath.Join(RepoRoot(), path))
+		if err != nil {
+			return fmt.Errorf("failed to read %s: %w", path, err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return fmt.Errorf("failed to decode %s: %w", path, err)
+			}
+			if len(obj.Object) == 0 {
+				continue
+			}
+			if err := e.Client.Create(ctx, obj); err != nil {
+				return fmt.Errorf("failed to create %s %s from %s: %w", obj.GetKind(), obj.GetName(), path, err)
+			}
+		}
+	}
+	return nil
 }
 
 // KubectlPath is the kubectl built beside kube-apiserver.
