@@ -134,6 +134,8 @@ func TestCreateValidation(t *testing.T) {
 		}), "spec.approval.decision: Unsupported value"},
 
 		{"agent valid", agent("valid", nil), ""},
+		{"agent name with a dot", agent("ops.team", nil), "metadata.name must be a DNS label of at most 57 characters"},
+		{"agent name of 58 characters", agent(long(58), nil), "metadata.name must be a DNS label of at most 57 characters"},
 		{"agent selecting nothing", agent("no-skills", func(a *skillsv1.Agent) { a.Spec.Skills = skillsv1.SkillSelection{} }), "spec.skills needs a selector or names"},
 		{"agent with a selector only", agent("selector", func(a *skillsv1.Agent) {
 			a.Spec.Skills = skillsv1.SkillSelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "ops"}}}

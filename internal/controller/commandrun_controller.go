@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -24,7 +23,6 @@ import (
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/policy"
-	"github.com/kubeskills/kubeskills/internal/policyapi"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -52,10 +50,10 @@ type CommandRunReconciler struct {
 	SandboxImage string
 	// Workers is the number of CommandRuns reconciled at once.
 	Workers int
+	// Policies compiles the policies that judge runs.
+	Policies *PolicyCache
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
-
-	matchers sync.Map // policy UID/generation -> *policy.Matcher
 }
 
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandruns,verbs=get;list;watch;delete
@@ -146,7 +144,7 @@ func (r *CommandRunReconciler) decide(ctx context.Context, run *skillsv1.Command
 		}
 		return err
 	}
-	m, err := r.matcher(pol)
+	m, err := r.Policies.Compile(pol)
 	if err != nil {
 		denyRun(run, fmt.Sprintf("CommandPolicy %q is not in force: %v", pol.Name, err), r.now())
 		return nil
@@ -207,20 +205,6 @@ func (r *CommandRunReconciler) getOrReason(ctx context.Context, ns, name string,
 		return "", fmt.Errorf("failed to get %s %s/%s: %w", kind, ns, name, err)
 	}
 	return "", nil
-}
-
-// matcher compiles a policy, once per generation.
-func (r *CommandRunReconciler) matcher(pol *skillsv1.CommandPolicy) (*policy.Matcher, error) {
-	key := fmt.Sprintf("%s/%d", pol.UID, pol.Generation)
-	if m, ok := r.matchers.Load(key); ok {
-		return m.(*policy.Matcher), nil
-	}
-	m, err := policyapi.Compile(pol)
-	if err != nil {
-		return nil, err
-	}
-	r.matchers.Store(key, m)
-	return m, nil
 }
 
 // awaitApproval handles a run the policy says to Ask about. It reports how

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -125,10 +126,12 @@ func TestIdentitiesOnCommandRunsAreTruthful(t *testing.T) {
 	g.Expect(agent.Create(ctx, run)).To(Succeed())
 	waitPhase(t, ns, run.Name, skillsv1.PhaseAwaitingApproval)
 	approve := func(c client.Client, name, approver string) error {
-		r := &skillsv1.CommandRun{}
-		g.Expect(c.Get(ctx, keyOf(ns, name), r)).To(Succeed())
-		r.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: approver, Reason: "maintenance window"}
-		return c.Update(ctx, r)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			r := &skillsv1.CommandRun{}
+			g.Expect(c.Get(ctx, keyOf(ns, name), r)).To(Succeed())
+			r.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: approver, Reason: "maintenance window"}
+			return c.Update(ctx, r)
+		})
 	}
 	g.Expect(approve(alice, run.Name, "bob")).To(MatchError(ContainSubstring("spec.approval.approver must be the user setting the approval (alice)")))
 	g.Expect(approve(alice, run.Name, "alice")).To(Succeed())
@@ -137,5 +140,6 @@ func TestIdentitiesOnCommandRunsAreTruthful(t *testing.T) {
 	own := newRun(ns, "own", "kubectl drain node-2")
 	own.Spec.RequestedBy = "bob"
 	g.Expect(bob.Create(ctx, own)).To(Succeed())
+	waitPhase(t, ns, own.Name, skillsv1.PhaseAwaitingApproval)
 	g.Expect(approve(bob, own.Name, "bob")).To(MatchError(ContainSubstring("the user who requested a command cannot approve or deny it")))
 }

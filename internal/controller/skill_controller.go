@@ -122,7 +122,7 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 		names[i] = shardName(obj.Name, i)
 	}
 	for i := len(shards) - 1; i >= 0; i-- {
-		current, err := r.servedHash(ctx, obj.Namespace, names[i])
+		current, err := servedHash(ctx, r.Client, obj.Namespace, names[i])
 		if err != nil {
 			return nil, err
 		}
@@ -140,10 +140,10 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 
 // servedHash returns the content hash a ConfigMap serves, from the metadata
 // cache; "" when it does not exist.
-func (r *SkillReconciler) servedHash(ctx context.Context, namespace, name string) (string, error) {
+func servedHash(ctx context.Context, c client.Reader, namespace, name string) (string, error) {
 	cm := &metav1.PartialObjectMetadata{}
 	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", nil
 		}
@@ -188,8 +188,11 @@ func (r *SkillReconciler) shardBytes() int {
 	if r.ShardBytes > 0 {
 		return r.ShardBytes
 	}
-	return skill.DefaultShardBytes
+	return defaultShardBytes
 }
+
+// defaultShardBytes is how much one ConfigMap the operator writes holds.
+const defaultShardBytes = skill.DefaultShardBytes
 
 // contentBytes is the size of a skill's SKILL.md and files.
 func contentBytes(s *skill.Skill) int64 {

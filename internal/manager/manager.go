@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -101,12 +102,17 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, fmt.Errorf("failed to parse sandbox selector: %w", err)
 	}
+	agents, err := labels.Parse(controller.LabelAgent)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse agent selector: %w", err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Controller: config.Controller{SkipNameValidation: &o.SkipControllerNameValidation},
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}: {Label: sandboxes},
-			&corev1.Pod{}:  {Label: sandboxes},
+			&batchv1.Job{}:       {Label: sandboxes},
+			&corev1.Pod{}:        {Label: sandboxes},
+			&appsv1.Deployment{}: {Label: agents},
 		}},
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
@@ -158,7 +164,9 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		}
 		results = controller.NewPodResultReader(mgr.GetClient(), cs)
 	}
+	policyCache := &controller.PolicyCache{}
 	runs := &controller.CommandRunReconciler{
+		Policies:     policyCache,
 		Client:       mgr.GetClient(),
 		Recorder:     mgr.GetEventRecorder("kubeskills-commandrun"),
 		Results:      results,
@@ -168,6 +176,16 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("failed to set up the CommandRun controller: %w", err)
+	}
+	agents := &controller.AgentReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("kubeskills-agent"),
+		Image:     o.Image,
+		Policies:  policyCache,
+	}
+	if err := agents.SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("failed to set up the Agent controller: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,59 @@
+package controller
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// Reasons of an Agent's conditions.
+const (
+	// DeploymentNotAvailableReason: the agent's pods are not all up yet.
+	DeploymentNotAvailableReason = "DeploymentNotAvailable"
+)
+
+// agentStatus is what one pass learned about an Agent.
+type agentStatus struct {
+	selection   selection
+	revision    string
+	tokenSecret string
+	deployment  *appsv1.Deployment
+	warnings    []string
+}
+
+// setAgentStatus records a pass that applied everything: Ready once the
+// Deployment is available, Reconciling while it rolls out.
+func setAgentStatus(a *skillsv1.Agent, s agentStatus) {
+	st := &a.Status
+	st.ObservedGeneration = a.Generation
+	st.CatalogRevision = s.revision
+	st.SkillCount = int32(len(s.selection.included))
+	st.Skills = s.selection.included
+	st.ExcludedSkills = s.selection.excluded
+	st.Endpoint = fmt.Sprintf("http://%s.%s.svc", agentObjectName(a.Name), a.Namespace)
+	st.TokenSecretName = s.tokenSecret
+	st.ReadyReplicas = s.deployment.Status.ReadyReplicas
+	st.Warnings = s.warnings
+	want := ptr.Deref(s.deployment.Spec.Replicas, 1)
+	if !deploymentAvailable(s.deployment) {
+		msg := fmt.Sprintf("Deployment %s has %d of %d replicas available", s.deployment.Name, s.deployment.Status.AvailableReplicas, want)
+		setCondition(&st.Conditions, a.Generation, skillsv1.ReadyCondition, metav1.ConditionFalse, DeploymentNotAvailableReason, msg)
+		markReconciling(&st.Conditions, a.Generation, DeploymentNotAvailableReason, msg)
+		return
+	}
+	markReady(&st.Conditions, a.Generation, fmt.Sprintf("%d %s in the catalog, %d of %d replicas ready",
+		len(s.selection.included), plural(len(s.selection.included), "skill", "skills"), s.deployment.Status.ReadyReplicas, want))
+}
+
+// deploymentAvailable tells whether a Deployment has rolled out its latest
+// spec and all its replicas are available.
+func deploymentAvailable(d *appsv1.Deployment) bool {
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	st := d.Status
+	return st.ObservedGeneration >= d.Generation &&
+		st.UpdatedReplicas >= want && st.AvailableReplicas >= want && st.Replicas == st.UpdatedReplicas
+}
