@@ -2,80 +2,22 @@ package catalog
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/kubeskills/kubeskills/internal/kubelettest"
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
 
-// mountVolume writes keys into dir exactly as the kubelet updates a
-// ConfigMap volume: a new timestamped folder holding the keys, a `..data_tmp`
-// link pointing at it renamed over `..data`, a link `key -> ..data/key` at
-// the top for each key, links of keys gone removed, and the previous
-// timestamped folder deleted.
-func mountVolume(t testing.TB, dir string, keys map[string][]byte) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	previous, _ := os.Readlink(filepath.Join(dir, dataLink))
-	payload, err := os.MkdirTemp(dir, "..2026_01_02_03_04_05.")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for key, content := range keys {
-		if err := os.WriteFile(filepath.Join(payload, key), content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(payload, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmp := filepath.Join(dir, "..data_tmp")
-	if err := os.Symlink(filepath.Base(payload), tmp); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, dataLink)); err != nil {
-		t.Fatal(err)
-	}
-	for key := range keys {
-		link := filepath.Join(dir, key)
-		if _, err := os.Lstat(link); err == nil {
-			continue
-		}
-		if err := os.Symlink(filepath.Join(dataLink, key), link); err != nil {
-			t.Fatal(err)
-		}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if _, ok := keys[e.Name()]; !ok && !strings.HasPrefix(e.Name(), "..") {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if previous != "" {
-		if err := os.RemoveAll(filepath.Join(dir, previous)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // textKeys turns ConfigMap Data into volume keys.
-func textKeys(data map[string]string) map[string][]byte {
-	keys := make(map[string][]byte, len(data))
-	for k, v := range data {
-		keys[k] = []byte(v)
-	}
-	return keys
+func textKeys(data map[string]string) map[string][]byte { return kubelettest.Keys(data, nil) }
+
+// mountVolume mounts keys in dir as the kubelet does.
+func mountVolume(t testing.TB, dir string, keys map[string][]byte) {
+	kubelettest.MountConfigMap(t, dir, keys)
 }
 
 // mountCatalog encodes a catalog and mounts shard i at catalogDir/<i>. It

@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/kubeskills/kubeskills/internal/kubelettest"
 )
 
 // mountShards writes shards the way the kubelet mounts ConfigMap volumes:
@@ -19,29 +20,8 @@ func mountShards(t *testing.T, shards []Shard) []string {
 	base := t.TempDir()
 	dirs := make([]string, len(shards))
 	for i, shard := range shards {
-		dir := filepath.Join(base, fmt.Sprintf("shard-%d", i))
-		payload := filepath.Join(dir, "..2026_01_02_03_04_05.000000001")
-		if err := os.MkdirAll(payload, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(filepath.Base(payload), filepath.Join(dir, "..data")); err != nil {
-			t.Fatal(err)
-		}
-		write := func(key string, content []byte) {
-			if err := os.WriteFile(filepath.Join(payload, key), content, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(filepath.Join("..data", key), filepath.Join(dir, key)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for k, v := range shard.Data {
-			write(k, []byte(v))
-		}
-		for k, v := range shard.BinaryData {
-			write(k, v)
-		}
-		dirs[i] = dir
+		dirs[i] = filepath.Join(base, fmt.Sprintf("shard-%d", i))
+		kubelettest.MountConfigMap(t, dirs[i], kubelettest.Keys(shard.Data, shard.BinaryData))
 	}
 	return dirs
 }
