@@ -29,6 +29,9 @@ func newSkill(ns, name string) *skillsv1.Skill {
 			Files: []skillsv1.SkillFile{
 				{Path: "scripts/last-log.sh", Content: ptr.To("#!/bin/sh\nkubectl logs --previous \"$1\"\n"), Executable: true},
 				{Path: "assets/flow.png", BinaryContent: []byte{0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0xff}},
+				// Text that server-side apply, reading YAML, would change
+				// (U+0085) or refuse (DEL) if served as a string.
+				{Path: "references/odd.txt", Content: ptr.To("next\u0085line\x7f\n")},
 			},
 		},
 	}
@@ -123,12 +126,12 @@ func TestSkillRefusals(t *testing.T) {
 				skillsv1.SkillFile{Path: "empty.txt"})
 		}, []string{
 			"6 problems:",
-			"- spec.files[4]: neither content nor binaryContent is set",
+			"- spec.files[5]: neither content nor binaryContent is set",
 			"- spec.instructions: the instructions are empty",
 			`- spec.frontMatter: name is "other-name" in the front matter but metadata.name is "refused-0"`,
 			"- spec.frontMatter: description is",
-			`- spec.files[2].path: "refs//notes.md" is not clean`,
-			`- spec.files[3].path: "SKILL.md" is SKILL.md`,
+			`- spec.files[3].path: "refs//notes.md" is not clean`,
+			`- spec.files[4].path: "SKILL.md" is SKILL.md`,
 		}},
 		{"compressed file that is not gzip", func(s *skillsv1.Skill) {
 			s.Spec.Files[1].Compression = skillsv1.CompressionGzip

@@ -26,6 +26,21 @@ const (
 	maxKeyLength = 253
 )
 
+// ApplySafeText tells whether data is text that a ConfigMap (or a Skill's
+// content) carries unchanged through server-side apply: valid UTF-8 holding
+// none of the characters that the API server, reading an apply patch as
+// YAML, refuses or changes. Other bytes are stored as binary data.
+func ApplySafeText(data []byte) bool {
+	return utf8.Valid(data) && !bytes.ContainsFunc(data, NotApplySafe)
+}
+
+// NotApplySafe tells whether a character cannot pass through server-side
+// apply in a string: YAML refuses DEL, the C1 controls and U+FFFE/U+FFFF
+// when JSON leaves them unescaped, and reads U+0085 (next line) as a break.
+func NotApplySafe(r rune) bool {
+	return r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0xfffe || r == 0xffff
+}
+
 // Shard is the payload of one ConfigMap of a packed skill.
 type Shard struct {
 	// Data holds SKILL.md, manifest.json and the bundled files that are
@@ -166,7 +181,7 @@ func encodeFiles(files []File, maxShardBytes int) ([]packedFile, error) {
 		p := packedFile{entry: ManifestFile{Path: f.Path, Key: keys[i], Size: len(f.Content), Executable: f.Executable}}
 		alone := len(keys[i]) + len(f.Content)
 		switch {
-		case utf8.Valid(f.Content) && (alone <= maxShardBytes || f.Executable):
+		case ApplySafeText(f.Content) && (alone <= maxShardBytes || f.Executable):
 			p.entry.Encoding, p.text, p.payload = EncodingText, string(f.Content), len(f.Content)
 		case f.Executable:
 			p.entry.Encoding, p.binary, p.payload = EncodingBinary, f.Content, len(f.Content)
@@ -176,7 +191,7 @@ func encodeFiles(files []File, maxShardBytes int) ([]packedFile, error) {
 			// tenth saved, or to fit at all.
 			if len(compressed)*10 <= len(f.Content)*9 || (alone > maxShardBytes && len(compressed) < len(f.Content)) {
 				p.entry.Encoding, p.binary, p.payload = EncodingGzip, compressed, len(compressed)
-			} else if utf8.Valid(f.Content) {
+			} else if ApplySafeText(f.Content) {
 				p.entry.Encoding, p.text, p.payload = EncodingText, string(f.Content), len(f.Content)
 			} else {
 				p.entry.Encoding, p.binary, p.payload = EncodingBinary, f.Content, len(f.Content)
@@ -221,7 +236,7 @@ func buildShards(skillMD []byte, manifest Manifest, files []packedFile) []Shard 
 	for i := range shards {
 		shards[i] = Shard{Data: map[string]string{}, BinaryData: map[string][]byte{}}
 	}
-	if utf8.Valid(skillMD) {
+	if ApplySafeText(skillMD) {
 		shards[0].Data[SkillFileName] = string(skillMD)
 	} else {
 		shards[0].BinaryData[SkillFileName] = skillMD

@@ -12,10 +12,17 @@ import (
 )
 
 const (
-	// MaxObjectBytes is the largest Skill, as JSON, that the API server
-	// reliably stores: etcd refuses requests over 1.5 MiB by default, and
-	// the object carries metadata, managed fields and status besides.
-	MaxObjectBytes = 1 << 20
+	// MaxObjectBytes is the largest Skill, measured as its JSON
+	// (encoding/json, which writes '<', '>' and '&' as six bytes, as the API
+	// server stores them), that the API server reliably stores.
+	//
+	// etcd refuses a write larger than its --max-request-bytes, 1.5 MiB
+	// (1,572,864 bytes) by default. Against a real kube-apiserver and etcd, a
+	// Skill of 1,571,524 bytes was stored and one of 1,572,989 refused,
+	// created or server-side applied alike. The server adds managedFields,
+	// about a hundred bytes per bundled file, so the limit keeps 72,864 bytes
+	// of headroom: enough for the 512 files a Skill may bundle.
+	MaxObjectBytes = 1_500_000
 	// MaxDecompressedBytes bounds what the compressed files of one skill may
 	// expand to, so a small object cannot exhaust the operator's memory.
 	MaxDecompressedBytes = 64 << 20

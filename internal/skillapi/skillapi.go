@@ -5,7 +5,6 @@ package skillapi
 
 import (
 	"fmt"
-	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -79,7 +78,8 @@ func decompress(i int, f skillsv1.SkillFile, budget int64) ([]byte, *skill.Probl
 }
 
 // ToObject returns the Skill object for a skill, in a namespace. Text files
-// (valid UTF-8) are stored as content, other files as binaryContent.
+// that server-side apply carries unchanged (skill.ApplySafeText) are stored
+// as content, other files as binaryContent.
 func ToObject(s *skill.Skill, namespace string) *skillsv1.Skill {
 	obj := &skillsv1.Skill{
 		TypeMeta:   metav1.TypeMeta{APIVersion: skillsv1.GroupVersion.String(), Kind: "Skill"},
@@ -99,7 +99,7 @@ func ToObject(s *skill.Skill, namespace string) *skillsv1.Skill {
 	}
 	for _, f := range s.Files {
 		file := skillsv1.SkillFile{Path: f.Path, Executable: f.Executable}
-		if utf8.Valid(f.Content) {
+		if skill.ApplySafeText(f.Content) {
 			content := string(f.Content)
 			file.Content = &content
 		} else {
