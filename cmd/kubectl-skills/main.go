@@ -1,0 +1,23 @@
+// Command kubectl-skills is the kubectl plugin of kubeskills. With the
+// binary on PATH, kubectl runs it as `kubectl skills`:
+//
+//	kubectl skills import DIR...          print Skill manifests for skill folders
+//	kubectl skills export NAME|FILE -o DIR write a Skill back to a folder
+//	kubectl skills validate PATH...       check folders and manifests offline
+//
+// Run `kubectl skills COMMAND --help` for the flags and the rules. The
+// commands live in package github.com/kubeskills/kubeskills/internal/cli.
+package main
+
+import (
+	"os"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubeskills/kubeskills/internal/cli"
+)
+
+func main() {
+	streams := genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
+	os.Exit(cli.Execute(os.Args[1:], streams))
+}
