@@ -294,6 +294,7 @@ type Agent struct {
 
 	// status tells whether the agent is up and what it knows.
 	// +optional
+	// +kubebuilder:default:={"observedGeneration":-1}
 	Status AgentStatus `json:"status,omitempty"`
 }
 

@@ -231,6 +231,7 @@ type CommandPolicy struct {
 
 	// status tells whether the policy is in force.
 	// +optional
+	// +kubebuilder:default:={"observedGeneration":-1}
 	Status CommandPolicyStatus `json:"status,omitempty"`
 }
 

@@ -227,6 +227,7 @@ type Skill struct {
 
 	// status tells whether and what the operator serves.
 	// +optional
+	// +kubebuilder:default:={"observedGeneration":-1}
 	Status SkillStatus `json:"status,omitempty"`
 }
 

@@ -104,7 +104,14 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	before := a.DeepCopy()
 	err := r.reconcile(ctx, a)
-	if err != nil {
+	switch {
+	case errors.Is(err, reconcile.TerminalError(nil)):
+		// The spec itself is wrong: nothing changes until the Agent does.
+		a.Status.ObservedGeneration = a.Generation
+		markStalled(&a.Status.Conditions, a.Generation, skillsv1.ValidationFailedReason,
+			fmt.Sprintf("Generation %d cannot be applied: %v", a.Generation, errors.Unwrap(err)))
+		err = nil
+	case err != nil:
 		markReconciling(&a.Status.Conditions, a.Generation, skillsv1.ReconcileFailedReason, fmt.Sprintf("Applying generation %d: %v", a.Generation, err))
 	}
 	if stalled, changed := becameStalled(before.Status.Conditions, a.Status.Conditions); changed {

@@ -254,3 +254,30 @@ func TestSkillEditsReachPodsWithoutARoll(t *testing.T) {
 	update(t, ns, "cert-expiry", func(s *skillsv1.Skill) { s.Labels = nil })
 	waitAgent(t, ns, "health", "triage")
 }
+
+// TestAgentWithBadSelectorIsStalled: a selector the API server accepts but
+// that cannot select (operator "in") is the author's to fix: Stalled, with
+// the reason, not Progressing forever.
+func TestAgentWithBadSelectorIsStalled(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	a := &skillsv1.Agent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-selector"},
+		Spec: skillsv1.AgentSpec{
+			Skills: skillsv1.SkillSelection{Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "team", Operator: "in", Values: []string{"ops"}},
+			}}},
+			Model: skillsv1.Model{BaseURL: "http://127.0.0.1:1/v1", Name: "test"},
+		},
+	}
+	g.Expect(k8s.Create(context.Background(), a)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(context.Background(), keyOf(ns, a.Name), a)).To(Succeed())
+		g.Expect(a.Status.ObservedGeneration).To(Equal(a.Generation))
+		stalled := condition(a.Status.Conditions, skillsv1.StalledCondition)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(stalled.Message).To(HavePrefix("Generation 1 cannot be applied: spec.skills.selector is invalid"))
+		g.Expect(condition(a.Status.Conditions, skillsv1.ReconcilingCondition)).To(BeNil())
+	}, timeout, interval).Should(Succeed())
+}

@@ -41,6 +41,9 @@ func setAgentStatus(a *skillsv1.Agent, s agentStatus) {
 	want := ptr.Deref(s.deployment.Spec.Replicas, 1)
 	if !deploymentAvailable(s.deployment) {
 		msg := fmt.Sprintf("Deployment %s has %d of %d replicas available", s.deployment.Name, s.deployment.Status.AvailableReplicas, want)
+		if d := s.deployment; d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want {
+			msg = fmt.Sprintf("Deployment %s is rolling out its latest spec: %d of %d replicas updated", d.Name, d.Status.UpdatedReplicas, want)
+		}
 		setCondition(&st.Conditions, a.Generation, skillsv1.ReadyCondition, metav1.ConditionFalse, DeploymentNotAvailableReason, msg)
 		markReconciling(&st.Conditions, a.Generation, DeploymentNotAvailableReason, msg)
 		return

@@ -27,9 +27,11 @@ func markStalled(conds *[]metav1.Condition, generation int64, reason, msg string
 }
 
 // markReconciling: a transient failure or work in progress; the controller
-// retries. Ready keeps its last value, or is Unknown on the first pass.
+// retries. Ready keeps its last value, or is Unknown on the first pass; a
+// Stalled left by an earlier generation no longer holds.
 func markReconciling(conds *[]metav1.Condition, generation int64, reason, msg string) {
 	setCondition(conds, generation, skillsv1.ReconcilingCondition, metav1.ConditionTrue, reason, msg)
+	apimeta.RemoveStatusCondition(conds, skillsv1.StalledCondition)
 	if apimeta.FindStatusCondition(*conds, skillsv1.ReadyCondition) == nil {
 		setCondition(conds, generation, skillsv1.ReadyCondition, metav1.ConditionUnknown, skillsv1.ProgressingReason, msg)
 	}
