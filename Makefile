@@ -31,8 +31,8 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC into config/.
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify
-verify: generate manifests ## Fail when generated files are stale or code is unformatted.
-	@stale=$$(git status --porcelain -- api config); test -z "$$stale" || { echo "generated files are stale (run 'make generate manifests' and commit):"; echo "$$stale"; exit 1; }
+verify: generate manifests helm-crds ## Fail when generated files are stale or code is unformatted.
+	@stale=$$(git status --porcelain -- api config charts); test -z "$$stale" || { echo "generated files are stale (run 'make generate manifests' and commit):"; echo "$$stale"; exit 1; }
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "unformatted: $$(gofmt -l $$(git ls-files '*.go'))"; exit 1; }
 
 .PHONY: fmt
@@ -52,7 +52,7 @@ envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cach
 	@hack/build-k8s.sh kube-apiserver etcd kubectl >/dev/null
 
 .PHONY: test
-test: envtest ## Run unit and envtest tests against a real kube-apiserver and etcd.
+test: envtest helm ## Run unit and envtest tests against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...
 
 ##@ Build and run
@@ -76,3 +76,24 @@ docker-build: ## Build the image (needs a Docker engine).
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 	mv $(LOCALBIN)/controller-gen $@
+
+##@ Helm charts
+
+HELM := $(LOCALBIN)/helm
+
+.PHONY: helm
+helm: ## Build Helm from the Go module proxy into bin/helm (cached; version pinned in hack/build-helm.sh).
+	@hack/build-helm.sh >/dev/null
+
+.PHONY: helm-crds
+helm-crds: ## Copy the CRDs, the manager's RBAC and the admission policy from config/ into charts/kubeskills.
+	hack/sync-chart-crds.sh
+
+.PHONY: helm-lint
+helm-lint: helm ## Lint the charts.
+	$(HELM) lint --strict charts/kubeskills
+	$(HELM) lint --strict charts/agent --set model.baseURL=http://model.example:8080/v1 --set model.name=model
+
+.PHONY: helm-test
+helm-test: envtest helm ## Test the charts: lint, render, server-side dry-run and install on a real kube-apiserver.
+	go test $(GO_TEST_FLAGS) ./test/charts/...
