@@ -24,8 +24,12 @@ const (
 	// for i in [0, MaxShards).
 	CatalogDir = MountRoot + "/catalog"
 	// SkillsDir holds the skills: shard i of skill NAME is mounted at
-	// SkillsDir/NAME/<i>.
+	// SkillsDir/NAME/<i>, and the image of a bundled skill at
+	// SkillsDir/NAME/BundleDir.
 	SkillsDir = MountRoot + "/skills"
+	// BundleDir is the folder, beside a skill's shard folders, where the
+	// image of its spec.bundle is mounted.
+	BundleDir = "bundle"
 	// MaxShards is the number of catalog shard volumes always mounted, as
 	// optional ConfigMaps, so that a new shard never rolls the pods. It is
 	// also the most shards a catalog may have.
@@ -65,7 +69,21 @@ type Entry struct {
 	Shards int `json:"shards"`
 	// AllowedTools are the tools the skill expects to use.
 	AllowedTools []string `json:"allowedTools,omitempty"`
+	// BundleImage is the Skill's spec.bundle.image: the OCI image whose
+	// root holds the skill's files, mounted at SkillsDir/Name/BundleDir.
+	// Empty when the files are in the skill's ConfigMaps.
+	BundleImage string `json:"bundleImage,omitempty"`
+	// BundlePullPolicy is the Skill's spec.bundle.pullPolicy, Always,
+	// IfNotPresent or Never; empty lets Kubernetes choose from the image's
+	// tag. Set only with BundleImage.
+	BundlePullPolicy string `json:"bundlePullPolicy,omitempty"`
 }
+
+// MaxBundleImageLength bounds Entry.BundleImage, as the Skill API does.
+const MaxBundleImageLength = 1024
+
+// Bundled tells whether the skill's files come from an image.
+func (e *Entry) Bundled() bool { return e.BundleImage != "" }
 
 // Catalog is what an agent knows: its system prompt and its skills.
 type Catalog struct {
@@ -84,14 +102,17 @@ const revisionVersion = "kubeskills.io/catalog-revision/v1"
 // Revision returns a stable digest of the whole catalog, "sha256:" and 64
 // hex digits: the agent, the instructions and every field of every entry,
 // taken in name order. Two catalogs that differ only in the order of their
-// entries, or in nil against empty AllowedTools, share a revision.
+// entries, or in nil against empty AllowedTools, share a revision. The
+// bundles of bundled entries are hashed after every entry, so a catalog
+// without bundles keeps the revision it had before bundles existed.
 func (c *Catalog) Revision() string {
 	w := itemWriter{h: sha256.New(), buf: make([]byte, 0, 32<<10)}
 	w.item(revisionVersion)
 	w.item(c.Agent)
 	w.item(c.Instructions)
 	w.item(strconv.Itoa(len(c.Skills)))
-	for _, i := range nameOrder(c.Skills) {
+	order := nameOrder(c.Skills)
+	for _, i := range order {
 		e := &c.Skills[i]
 		w.item(e.Name)
 		w.item(e.Description)
@@ -102,6 +123,17 @@ func (c *Catalog) Revision() string {
 		for _, tool := range e.AllowedTools {
 			w.item(tool)
 		}
+	}
+	// Three items per bundled entry: the entries above have a known count
+	// and each is self-delimiting, so these cannot be mistaken for them.
+	for _, i := range order {
+		e := &c.Skills[i]
+		if e.BundleImage == "" && e.BundlePullPolicy == "" {
+			continue
+		}
+		w.item(e.Name)
+		w.item(e.BundleImage)
+		w.item(e.BundlePullPolicy)
 	}
 	w.flush()
 	return "sha256:" + hex.EncodeToString(w.h.Sum(nil))
@@ -159,6 +191,23 @@ func checkEntry(e *Entry) error {
 	}
 	if e.Shards < 1 || e.Shards > skill.MaxShards {
 		return fmt.Errorf("skill %s: %d shards is not between 1 and %d", e.Name, e.Shards, skill.MaxShards)
+	}
+	return checkBundle(e)
+}
+
+// checkBundle reports what is wrong with an entry's bundle, or nil.
+func checkBundle(e *Entry) error {
+	if len(e.BundleImage) > MaxBundleImageLength {
+		return fmt.Errorf("skill %s: the bundle image is %d bytes, more than %d", e.Name, len(e.BundleImage), MaxBundleImageLength)
+	}
+	switch e.BundlePullPolicy {
+	case "":
+	case "Always", "IfNotPresent", "Never":
+		if e.BundleImage == "" {
+			return fmt.Errorf("skill %s: a bundle pull policy is set without a bundle image", e.Name)
+		}
+	default:
+		return fmt.Errorf("skill %s: bundle pull policy %q is not Always, IfNotPresent or Never", e.Name, e.BundlePullPolicy)
 	}
 	return nil
 }

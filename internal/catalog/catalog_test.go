@@ -198,6 +198,12 @@ func TestEncodeRefuses(t *testing.T) {
 		{"listed twice", with(func(*Entry) {}), 0, "skill good is listed twice"},
 		{"instructions too large", &Catalog{Agent: "a", Instructions: strings.Repeat("x", 5000)}, 4096, "instructions (5000 bytes) do not fit"},
 		{"entry too large", with(func(e *Entry) { e.Name, e.Description = "huge", strings.Repeat("d", 5000) }), 4096, "entry of skill huge"},
+		{"bundle image too long", with(func(e *Entry) { e.Name, e.BundleImage = "long", strings.Repeat("r", 1025) }), 0,
+			"bundle image is 1025 bytes"},
+		{"unknown pull policy", with(func(e *Entry) { e.Name, e.BundleImage, e.BundlePullPolicy = "pp", "r/i:1", "Sometimes" }), 0,
+			`bundle pull policy "Sometimes"`},
+		{"pull policy without image", with(func(e *Entry) { e.Name, e.BundlePullPolicy = "pp", "Always" }), 0,
+			"pull policy is set without a bundle image"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -243,6 +249,10 @@ func TestRevision(t *testing.T) {
 		"tool split":   func(c *Catalog) { c.Skills[0].AllowedTools = []string{"", "x"} },
 		"boundary":     func(c *Catalog) { c.Agent, c.Instructions = "supportBe", " brief." },
 		"one skill":    func(c *Catalog) { c.Skills = c.Skills[:1] },
+		"bundle image": func(c *Catalog) { c.Skills[0].BundleImage = "registry.example/a:1" },
+		"bundle pull policy": func(c *Catalog) {
+			c.Skills[0].BundleImage, c.Skills[0].BundlePullPolicy = "registry.example/a:1", "Always"
+		},
 	}
 	for name, change := range different {
 		c := base()
@@ -250,6 +260,30 @@ func TestRevision(t *testing.T) {
 		if c.Revision() == rev {
 			t.Errorf("changing the %s does not change the revision", name)
 		}
+	}
+}
+
+func TestRevisionWithoutBundlesIsUnchanged(t *testing.T) {
+	// Revisions computed before bundles existed: an upgrade must not rewrite
+	// the catalogs of agents that use no bundle.
+	c := &Catalog{Agent: "support", Instructions: "Be brief.", Skills: []Entry{
+		{Name: "a", Description: "A.", Invocation: InvocationAuto, ContentHash: "sha256:01", Shards: 1, AllowedTools: []string{"x"}},
+		{Name: "b", Description: "B.", Invocation: InvocationExplicit, ContentHash: "sha256:02", Shards: 1},
+	}}
+	if got, want := c.Revision(), "sha256:51a386690c873633dba65143ebf67ce030517c4437c3a24d2d7e2bfcc28c2880"; got != want {
+		t.Errorf("Revision() = %s, want %s", got, want)
+	}
+	if got, want := (&Catalog{Agent: "empty"}).Revision(), "sha256:00cde93a0083430d2fbda8135e6fff5b96b129b6ec45f149aa35cb25827b22cf"; got != want {
+		t.Errorf("Revision() of an empty catalog = %s, want %s", got, want)
+	}
+	// A bundle on either skill gives a revision of its own.
+	onA, onB := *c, *c
+	onA.Skills = slices.Clone(c.Skills)
+	onB.Skills = slices.Clone(c.Skills)
+	onA.Skills[0].BundleImage = "registry.example/x:1"
+	onB.Skills[1].BundleImage = "registry.example/x:1"
+	if onA.Revision() == onB.Revision() || onA.Revision() == c.Revision() {
+		t.Error("moving a bundle from one skill to another keeps the revision")
 	}
 }
 

@@ -16,6 +16,16 @@
 // are mounted at SkillsDir/NAME/<i>, one folder per shard, laid out as
 // package skill packs them (manifest.json and SKILL.md in shard 0).
 //
+// A skill too large for ConfigMaps sets spec.bundle.image: an OCI image
+// whose root holds the skill folder's files. Its SKILL.md still comes from
+// the Skill object and its ConfigMaps, mounted as above; the image is
+// mounted read-only, as a Kubernetes image volume, at
+// SkillsDir/NAME/BundleDir (`bundle`). The catalog entry names the image
+// (bundleImage), so that the Agent controller can declare the volume and
+// the store knows where to read. Image volumes are on by default from
+// Kubernetes 1.35 (the ImageVolume feature gate; older releases need it
+// enabled) and need a container runtime that supports them.
+//
 // # ConfigMap layout
 //
 // Encode spreads a Catalog over one or more ConfigMaps of at most
@@ -28,7 +38,8 @@
 //
 //	{"version":1,"agent":"support","revision":"sha256:5d1e…","shard":0,"shards":2,"skills":[
 //	{"name":"pdf-forms","description":"Fill PDF forms.","invocation":"Auto","contentHash":"sha256:9f0c…","shards":1,"allowedTools":["Bash(pdftk:*)"]},
-//	{"name":"release-notes","description":"Write release notes.","invocation":"Explicit","contentHash":"sha256:77ab…","shards":1}
+//	{"name":"release-notes","description":"Write release notes.","invocation":"Explicit","contentHash":"sha256:77ab…","shards":1},
+//	{"name":"slides","description":"Build slide decks.","invocation":"Auto","contentHash":"sha256:3c4d…","shards":1,"bundleImage":"ghcr.io/acme/slides@sha256:…"}
 //	]}
 //
 // The header fields are:
@@ -43,8 +54,11 @@
 // Each skill entry has name, description, invocation ("Auto" or "Explicit";
 // Disabled skills are never in a catalog), contentHash (the Skill's
 // status.contentHash, which is also the hash in its manifest.json), shards
-// (how many ConfigMaps the skill is spread over) and allowedTools (left out
-// when empty). Skills are sorted by name and split into consecutive runs:
+// (how many ConfigMaps the skill is spread over), allowedTools (left out
+// when empty), and for a bundled skill bundleImage and bundlePullPolicy
+// (spec.bundle; left out when empty). The revision covers the bundle fields
+// only of entries that have them, so catalogs without bundles keep their
+// revision. Skills are sorted by name and split into consecutive runs:
 // shard 0 holds the first skills, shard 1 the next, and so on. Readers
 // ignore fields they do not know.
 //
@@ -76,6 +90,21 @@
 // named them), and ReadFile reads one bundled file. Both go through the
 // skill's manifest and never through a path taken from the request, so
 // nothing outside the skill's own files can be read.
+//
+// A bundled skill has no manifest of its files: Use lists the image's files
+// by walking SkillsDir/NAME/BundleDir, sorted, skipping anything but
+// regular files and links to them, at most MaxBundleFiles of them
+// (Loaded.FilesTruncated says when there are more) and looking at a bounded
+// number of entries. ReadFile serves SKILL.md from the ConfigMaps as for any
+// skill, and every other path from the image through os.Root, so a path
+// with `..`, an absolute path or a link leading out of the image is refused;
+// it reads only regular files and never more than MaxBundleFileBytes, even
+// when the caller sets no limit. A SKILL.md inside the image is ignored.
+// The image is not covered by the contentHash check: an image volume never
+// changes under a running pod, and the Deployment rolls when bundleImage
+// changes; until the rollout ends, an old pod serves the old image's files.
+// A pod started before the skill had a bundle has no such folder, and the
+// skill is ErrUnavailable there.
 //
 // Before serving a skill, the store checks that its mounted shards hash to
 // the catalog's contentHash (skill.Bundle.Skill rebuilds the skill and

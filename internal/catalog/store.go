@@ -288,8 +288,13 @@ type Loaded struct {
 	Name string
 	// Instructions is the body of SKILL.md, after the front matter.
 	Instructions string
-	// Files are the paths of the bundled files, for ReadFile.
+	// Files are the paths of the bundled files, for ReadFile, sorted. For a
+	// bundled skill they are the files of its image, at most
+	// MaxBundleFiles of them.
 	Files []string
+	// FilesTruncated tells that the skill's image holds more files than
+	// Files lists; ReadFile reads those too.
+	FilesTruncated bool
 	// ContentHash is the hash of the content served.
 	ContentHash string
 }
@@ -304,6 +309,10 @@ type checkedSkill struct {
 	body     string
 	files    []string
 	mdSize   int
+	// image is the entry's BundleImage; truncated tells that files lists
+	// only part of the image.
+	image     string
+	truncated bool
 }
 
 // bundleCache keeps checked skills whose shards are all mounted through
@@ -314,12 +323,13 @@ type bundleCache struct {
 	byName map[string]*checkedSkill
 }
 
-// get returns the checked skill of that name, hash and folders, or nil.
-func (c *bundleCache) get(name, hash string, dirs []string) *checkedSkill {
+// get returns the checked skill of that entry's name, hash and bundle image
+// read from those folders, or nil.
+func (c *bundleCache) get(e *Entry, dirs []string) *checkedSkill {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cs := c.byName[name]
-	if cs == nil || cs.hash != hash || !slices.Equal(cs.dirs, dirs) {
+	cs := c.byName[e.Name]
+	if cs == nil || cs.hash != e.ContentHash || cs.image != e.BundleImage || !slices.Equal(cs.dirs, dirs) {
 		return nil
 	}
 	return cs
@@ -343,16 +353,16 @@ func (c *bundleCache) drop(name string) {
 }
 
 // prune forgets the skills that are no longer in the catalog with the same
-// hash.
+// hash and bundle image.
 func (c *bundleCache) prune(cat *Catalog) {
-	hashes := make(map[string]string, len(cat.Skills))
-	for _, e := range cat.Skills {
-		hashes[e.Name] = e.ContentHash
+	entries := make(map[string]*Entry, len(cat.Skills))
+	for i := range cat.Skills {
+		entries[cat.Skills[i].Name] = &cat.Skills[i]
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, cs := range c.byName {
-		if hashes[name] != cs.hash {
+		if e := entries[name]; e == nil || e.ContentHash != cs.hash || e.BundleImage != cs.image {
 			delete(c.byName, name)
 		}
 	}
@@ -374,7 +384,7 @@ func (s *Store) Use(name string, explicit bool) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to use skill %s: %w", name, err)
 	}
-	return &Loaded{Name: e.Name, Instructions: cs.body, Files: slices.Clone(cs.files), ContentHash: cs.hash}, nil
+	return &Loaded{Name: e.Name, Instructions: cs.body, Files: slices.Clone(cs.files), FilesTruncated: cs.truncated, ContentHash: cs.hash}, nil
 }
 
 // ReadFile reads a file bundled with a skill in the catalog: path must be a
@@ -384,6 +394,11 @@ func (s *Store) Use(name string, explicit bool) (*Loaded, error) {
 // A file over maxBytes (zero or less: no limit) is refused before it is
 // read. Explicit skills are not gated here: the caller serves their files
 // only in a conversation where the user named them.
+//
+// A bundled skill's files, all but SKILL.md, are read from its mounted
+// image instead, through os.Root: no `..`, no absolute path, no link out of
+// the image; regular files only, and none over MaxBundleFileBytes even
+// without a limit.
 func (s *Store) ReadFile(name, path string, maxBytes int) ([]byte, error) {
 	e, err := s.entry(name)
 	if err != nil {
@@ -398,6 +413,13 @@ func (s *Store) ReadFile(name, path string, maxBytes int) ([]byte, error) {
 		cs, err := s.checked(e)
 		if err != nil {
 			return nil, fmt.Errorf("failed to read file %s of skill %s: %w", path, name, err)
+		}
+		if e.Bundled() && path != skill.SkillFileName {
+			data, err := s.readBundleFile(&e, cs, path, maxBytes)
+			if err != nil {
+				return nil, fmt.Errorf("failed to read file %s of skill %s: %w", path, name, err)
+			}
+			return data, nil
 		}
 		size, err := cs.size(path)
 		if err != nil {
@@ -425,17 +447,29 @@ func (cs *checkedSkill) size(path string) (int, error) {
 	}
 	f, ok := cs.manifest.Lookup(path)
 	if !ok {
-		listed := cs.files
-		more := ""
-		if len(listed) > maxListedFiles {
-			listed, more = listed[:maxListedFiles], " and "+strconv.Itoa(len(cs.files)-maxListedFiles)+" more"
-		}
-		if len(listed) == 0 {
-			return 0, fmt.Errorf("%w: the skill bundles no files besides %s", ErrFileNotFound, skill.SkillFileName)
-		}
-		return 0, fmt.Errorf("%w: the skill bundles %s%s", ErrFileNotFound, strings.Join(listed, ", "), more)
+		return 0, cs.notFound()
 	}
 	return f.Size, nil
+}
+
+// notFound says that the skill has no such file, and which it has.
+func (cs *checkedSkill) notFound() error {
+	listed := cs.files
+	more := ""
+	over := ""
+	if cs.truncated {
+		over = "over "
+	}
+	switch {
+	case len(listed) > maxListedFiles:
+		listed, more = listed[:maxListedFiles], " and "+over+strconv.Itoa(len(cs.files)-maxListedFiles)+" more"
+	case cs.truncated:
+		more = " and more"
+	}
+	if len(listed) == 0 {
+		return fmt.Errorf("%w: the skill bundles no files besides %s", ErrFileNotFound, skill.SkillFileName)
+	}
+	return fmt.Errorf("%w: the skill bundles %s%s", ErrFileNotFound, strings.Join(listed, ", "), more)
 }
 
 // entry finds a skill in the catalog being served.
@@ -462,14 +496,14 @@ func (s *Store) checked(e Entry) (*checkedSkill, error) {
 
 // check opens the skill's mounted shards and checks their content against
 // the catalog, or returns the cached result of an earlier check of the same
-// folders.
+// folders. For a bundled skill it also lists the files of its mounted image.
 func (s *Store) check(e Entry) (*checkedSkill, error) {
 	dirs, stable, err := s.shardDirs(e)
 	if err != nil {
 		return nil, err
 	}
 	if stable {
-		if cs := s.bundles.get(e.Name, e.ContentHash, dirs); cs != nil {
+		if cs := s.bundles.get(&e, dirs); cs != nil {
 			return cs, nil
 		}
 	}
@@ -486,10 +520,16 @@ func (s *Store) check(e Entry) (*checkedSkill, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOutOfStep, err)
 	}
-	cs := &checkedSkill{hash: m.Hash, dirs: dirs, bundle: b, manifest: m, body: sk.Body, mdSize: len(b.SkillMD())}
-	cs.files = make([]string, len(m.Files))
-	for i, f := range m.Files {
-		cs.files[i] = f.Path
+	cs := &checkedSkill{hash: m.Hash, dirs: dirs, bundle: b, manifest: m, body: sk.Body, mdSize: len(b.SkillMD()), image: e.BundleImage}
+	if e.Bundled() {
+		if cs.files, cs.truncated, err = s.bundleFiles(&e); err != nil {
+			return nil, err
+		}
+	} else {
+		cs.files = make([]string, len(m.Files))
+		for i, f := range m.Files {
+			cs.files[i] = f.Path
+		}
 	}
 	if stable {
 		s.bundles.put(e.Name, cs)

@@ -24,8 +24,9 @@ const (
 	// LabelAgent holds the name of the Agent on everything made for it.
 	LabelAgent = "kubeskills.io/agent"
 	// AnnotationSkillsHash on the pod template changes with the set of
-	// skills (and their shard counts), so such a change rolls the pods;
-	// content edits do not change it and reach pods through the mounts.
+	// skills, their shard counts and their bundle images, so such a change
+	// rolls the pods; content edits do not change it and reach pods through
+	// the mounts.
 	AnnotationSkillsHash = "kubeskills.io/skills-hash"
 
 	agentPort       = 8080
@@ -146,19 +147,25 @@ func agentNetworkPolicy(a *skillsv1.Agent) *networkingv1.NetworkPolicy {
 	}
 }
 
-// skillsHash changes with the set of skills and their shard counts, what
-// the pod's volumes depend on.
+// skillsHash changes with the set of skills, their shard counts and their
+// bundle images, what the pod's volumes depend on. A skill without a bundle
+// hashes as it did before bundles existed, so the upgrade rolls no pods.
 func skillsHash(c *catalog.Catalog) string {
 	h := sha256.New()
 	for _, e := range c.Skills {
-		h.Write([]byte(e.Name + "/" + strconv.Itoa(e.Shards) + "\n"))
+		line := e.Name + "/" + strconv.Itoa(e.Shards)
+		if e.Bundled() {
+			line += " bundle=" + strconv.Quote(e.BundleImage) + " " + strconv.Quote(e.BundlePullPolicy)
+		}
+		h.Write([]byte(line + "\n"))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // agentDeployment runs the agent runtime with its catalog and skills
 // mounted read-only, as whole ConfigMap directories so the kubelet's updates
-// reach the running pods.
+// reach the running pods, and the images of bundled skills as image
+// volumes, which a pod keeps for its life: a new image rolls the pods.
 func agentDeployment(p agentParams) *appsv1.Deployment {
 	a := p.agent
 	rt := a.Spec.Runtime
@@ -261,7 +268,9 @@ func agentArgs(p agentParams) []string {
 }
 
 // agentVolumes mounts every catalog shard (optional, so a new shard needs
-// no new volume), each skill's shards, the token and the model's key.
+// no new volume), each skill's shards and, for a bundled skill, its image
+// at catalog.BundleDir beside them, the token and the model's key. Every
+// mount is read-only but /tmp.
 func agentVolumes(p agentParams) ([]corev1.Volume, []corev1.VolumeMount) {
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
@@ -282,6 +291,9 @@ func agentVolumes(p agentParams) ([]corev1.Volume, []corev1.VolumeMount) {
 		for i := range e.Shards {
 			add("skill-"+strconv.Itoa(n)+"-"+strconv.Itoa(i), path.Join(catalog.SkillsDir, e.Name, strconv.Itoa(i)), configMap(shardName(e.Name, i)))
 		}
+		if e.Bundled() {
+			add(bundleVolumeName(n), path.Join(catalog.SkillsDir, e.Name, catalog.BundleDir), bundleVolume(&e))
+		}
 	}
 	if p.tokenSecret != "" {
 		add("token", authDir, corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: p.tokenSecret}})
@@ -294,4 +306,17 @@ func agentVolumes(p agentParams) ([]corev1.Volume, []corev1.VolumeMount) {
 	volumes = append(volumes, corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	mounts = append(mounts, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"})
 	return volumes, mounts
+}
+
+// bundleVolumeName names the image volume of the n-th skill of the catalog,
+// beside its shards' "skill-<n>-<i>"; it is a DNS label.
+func bundleVolumeName(n int) string { return "skill-" + strconv.Itoa(n) + "-bundle" }
+
+// bundleVolume is a skill's bundle image as a volume. An empty pull policy
+// is left for the API server to default from the image's tag.
+func bundleVolume(e *catalog.Entry) corev1.VolumeSource {
+	return corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+		Reference:  e.BundleImage,
+		PullPolicy: corev1.PullPolicy(e.BundlePullPolicy),
+	}}
 }

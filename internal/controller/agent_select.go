@@ -39,14 +39,7 @@ func selectSkills(named map[string]*skillsv1.Skill, matched []skillsv1.Skill) se
 			sel.excluded = append(sel.excluded, skillsv1.ExcludedSkill{Name: s.Name, Reason: skillsv1.ExcludedDisabled,
 				Message: "its invocation is Disabled"})
 		default:
-			sel.entries = append(sel.entries, catalog.Entry{
-				Name:         s.Name,
-				Description:  s.Spec.Description,
-				Invocation:   string(invocationOrDefault(s.Spec.Invocation)),
-				ContentHash:  s.Status.ContentHash,
-				Shards:       len(s.Status.ConfigMaps),
-				AllowedTools: s.Spec.AllowedTools,
-			})
+			sel.entries = append(sel.entries, catalogEntry(s))
 		}
 	}
 	names := make([]string, 0, len(named))
@@ -73,6 +66,24 @@ func selectSkills(named map[string]*skillsv1.Skill, matched []skillsv1.Skill) se
 		sel.included = append(sel.included, skillsv1.CatalogSkill{Name: e.Name, ContentHash: e.ContentHash})
 	}
 	return sel
+}
+
+// catalogEntry is a served Skill as its catalog entry. A Skill with
+// spec.bundle names its image, which the agent's pods mount beside its
+// shards.
+func catalogEntry(s *skillsv1.Skill) catalog.Entry {
+	e := catalog.Entry{
+		Name:         s.Name,
+		Description:  s.Spec.Description,
+		Invocation:   string(invocationOrDefault(s.Spec.Invocation)),
+		ContentHash:  s.Status.ContentHash,
+		Shards:       len(s.Status.ConfigMaps),
+		AllowedTools: s.Spec.AllowedTools,
+	}
+	if b := s.Spec.Bundle; b != nil && b.Image != "" {
+		e.BundleImage, e.BundlePullPolicy = b.Image, b.PullPolicy
+	}
+	return e
 }
 
 func invocationOrDefault(m skillsv1.InvocationMode) skillsv1.InvocationMode {

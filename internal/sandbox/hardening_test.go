@@ -102,12 +102,13 @@ var podChecks = []podCheck{
 			return ""
 		},
 		func(j *batchv1.Job) { j.Spec.Template.Spec.ServiceAccountName = "default" }},
-	{"volumes are size-limited emptyDirs or ConfigMaps",
+	{"volumes are size-limited emptyDirs, ConfigMaps or images",
 		func(_ variant, j *batchv1.Job) string {
 			for _, vol := range j.Spec.Template.Spec.Volumes {
 				switch {
 				case vol.EmptyDir != nil && vol.EmptyDir.SizeLimit != nil && vol.EmptyDir.Medium == "":
 				case vol.ConfigMap != nil:
+				case vol.Image != nil && vol.Image.Reference != "":
 				default:
 					return fmt.Sprintf("volume %s is %+v", vol.Name, vol.VolumeSource)
 				}
@@ -115,6 +116,31 @@ var podChecks = []podCheck{
 			return ""
 		},
 		func(j *batchv1.Job) { j.Spec.Template.Spec.Volumes[0].EmptyDir.SizeLimit = nil }},
+	{"image volumes mounted read-only, only by the command",
+		func(_ variant, j *batchv1.Job) string {
+			for _, vol := range j.Spec.Template.Spec.Volumes {
+				if vol.Image == nil {
+					continue
+				}
+				for _, c := range allContainers(j) {
+					for _, m := range c.VolumeMounts {
+						if m.Name != vol.Name {
+							continue
+						}
+						if c.Name != ContainerCommand || !m.ReadOnly || m.SubPath != "" || m.SubPathExpr != "" {
+							return fmt.Sprintf("container %s mounts image volume %s as %+v", c.Name, vol.Name, m)
+						}
+					}
+				}
+			}
+			return ""
+		},
+		func(j *batchv1.Job) {
+			spec := &j.Spec.Template.Spec
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "bundle",
+				VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "registry.example/b:1"}}})
+			spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "bundle", MountPath: "/b"})
+		}},
 	{"/tmp is a writable emptyDir",
 		func(_ variant, j *batchv1.Job) string {
 			m, ok := mount(j.Spec.Template.Spec.Containers[0], TmpDir)

@@ -72,7 +72,9 @@ func podSpec(p Params, sb *skillsv1.Sandbox) corev1.PodSpec {
 	if sb.RuntimeClassName != nil && *sb.RuntimeClassName != "" {
 		spec.RuntimeClassName = ptr.To(*sb.RuntimeClassName)
 	}
-	if shards := skillShards(p.Skill); shards != nil {
+	if b := skillBundle(p.Skill); b != nil {
+		spec.Volumes = append(spec.Volumes, bundleVolume(b))
+	} else if shards := skillShards(p.Skill); shards != nil {
 		spec.Volumes = append(spec.Volumes, emptyDir(volumeSkill, SkillVolumeSize))
 		for i, name := range shards {
 			spec.Volumes = append(spec.Volumes, corev1.Volume{
@@ -97,6 +99,28 @@ func skillShards(s *skillsv1.Skill) []string {
 		return nil
 	}
 	return append([]string{}, s.Status.ConfigMaps...)
+}
+
+// skillBundle returns the bundle of the run's skill, or nil when the run
+// serves no skill or one whose files are in its ConfigMaps.
+func skillBundle(s *skillsv1.Skill) *skillsv1.SkillBundle {
+	if s == nil || s.Spec.Bundle == nil || s.Spec.Bundle.Image == "" {
+		return nil
+	}
+	return s.Spec.Bundle
+}
+
+// bundleVolume is the skill volume of a bundled skill: its image, which the
+// kubelet mounts read-only. An empty pull policy is left for the API server
+// to default from the image's tag.
+func bundleVolume(b *skillsv1.SkillBundle) corev1.Volume {
+	return corev1.Volume{
+		Name: volumeSkill,
+		VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+			Reference:  b.Image,
+			PullPolicy: corev1.PullPolicy(b.PullPolicy),
+		}},
+	}
 }
 
 // installRunnerContainer copies the runner from the operator image into

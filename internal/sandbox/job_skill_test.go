@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,7 +189,12 @@ func TestJobIsDeterministicAndSharesNothing(t *testing.T) {
 			c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("64")
 			first.Labels[LabelAgent] = "changed"
 			if v.params.Skill != nil && len(v.params.Skill.Status.ConfigMaps) > 0 {
-				first.Spec.Template.Spec.Volumes[len(first.Spec.Template.Spec.Volumes)-1].ConfigMap.Name = "changed"
+				last := &first.Spec.Template.Spec.Volumes[len(first.Spec.Template.Spec.Volumes)-1]
+				if last.Image != nil {
+					last.Image.Reference = "changed"
+				} else {
+					last.ConfigMap.Name = "changed"
+				}
 			}
 			again := Job(v.params)
 			if semanticEqual(again, first) {
@@ -203,5 +209,106 @@ func TestJobIsDeterministicAndSharesNothing(t *testing.T) {
 				t.Error("a change to a built Job reached the run")
 			}
 		})
+	}
+}
+
+func TestBundledSkillMounts(t *testing.T) {
+	cases := []struct {
+		name       string
+		pullPolicy string
+		policy     *skillsv1.CommandPolicy
+		want       corev1.PullPolicy
+	}{
+		{"IfNotPresent, with Secrets", "IfNotPresent", testPolicy(), corev1.PullIfNotPresent},
+		{"Always", "Always", nil, corev1.PullAlways},
+		{"Never", "Never", testPolicy(), corev1.PullNever},
+		{"unset is left to the API server", "", nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			job := Job(Params{Run: testRun(), Policy: tc.policy, Skill: testBundledSkill(tc.pullPolicy),
+				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute})
+			spec := job.Spec.Template.Spec
+
+			vol := volume(job, volumeSkill)
+			if vol == nil || vol.Image == nil || vol.EmptyDir != nil || vol.ConfigMap != nil {
+				t.Fatalf("skill volume = %+v, want an image volume only", vol)
+			}
+			if want := (corev1.ImageVolumeSource{Reference: testBundleImage, PullPolicy: tc.want}); *vol.Image != want {
+				t.Errorf("image volume = %+v, want %+v", *vol.Image, want)
+			}
+			var names []string
+			for _, v := range spec.Volumes {
+				names = append(names, v.Name)
+			}
+			if want := []string{"runner", "tmp", "skill"}; !reflect.DeepEqual(names, want) {
+				t.Errorf("volumes = %q, want %q: no shard is mounted for a bundled skill", names, want)
+			}
+
+			if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != ContainerInstallRunner {
+				t.Fatalf("init containers = %d, want install-runner only", len(spec.InitContainers))
+			}
+			for _, c := range spec.InitContainers {
+				if len(c.Env) != 0 || len(c.EnvFrom) != 0 {
+					t.Errorf("init container %s has env %+v envFrom %+v", c.Name, c.Env, c.EnvFrom)
+				}
+				if _, ok := mount(c, SkillDir); ok {
+					t.Errorf("init container %s mounts the bundle", c.Name)
+				}
+			}
+
+			command := spec.Containers[0]
+			m, ok := mount(command, SkillDir)
+			if want := (corev1.VolumeMount{Name: volumeSkill, MountPath: SkillDir, ReadOnly: true}); !ok || !reflect.DeepEqual(m, want) {
+				t.Errorf("command's /skill mount = %+v, %t, want %+v", m, ok, want)
+			}
+			for _, m := range command.VolumeMounts {
+				if !m.ReadOnly && m.MountPath != TmpDir {
+					t.Errorf("the command can write %s", m.MountPath)
+				}
+			}
+			if !slices.Contains(command.Env, corev1.EnvVar{Name: EnvSkillDir, Value: SkillDir}) {
+				t.Errorf("env = %+v, want SKILL_DIR=/skill", command.Env)
+			}
+			if wantSecrets := tc.policy != nil; (len(command.EnvFrom) > 0) != wantSecrets {
+				t.Errorf("command envFrom = %+v, want Secrets: %t", command.EnvFrom, wantSecrets)
+			}
+			for _, v := range spec.Volumes {
+				if v.Secret != nil || v.Projected != nil {
+					t.Errorf("volume %s mounts a Secret", v.Name)
+				}
+			}
+		})
+	}
+}
+
+func TestBundleWithoutImageUnpacksShards(t *testing.T) {
+	s := testSkill("skill-pdf-tools")
+	s.Spec.Bundle = &skillsv1.SkillBundle{}
+	spec := Job(Params{Run: testRun(), Skill: s, RunnerImage: testRunnerImage,
+		DefaultImage: testDefaultImage, Timeout: time.Minute}).Spec.Template.Spec
+	if len(spec.InitContainers) != 2 || spec.InitContainers[1].Name != ContainerUnpackSkill {
+		t.Errorf("init containers = %d, want install-runner and unpack-skill", len(spec.InitContainers))
+	}
+	for _, v := range spec.Volumes {
+		if v.Image != nil {
+			t.Errorf("volume %s is an image volume without an image", v.Name)
+		}
+	}
+}
+
+func TestBundleChangesTheJob(t *testing.T) {
+	build := func(s *skillsv1.Skill) corev1.PodSpec {
+		return Job(Params{Run: testRun(), Skill: s, RunnerImage: testRunnerImage,
+			DefaultImage: testDefaultImage, Timeout: time.Minute}).Spec.Template.Spec
+	}
+	inline, bundled := build(testSkill("skill-pdf-tools")), build(testBundledSkill(""))
+	if semanticEqual(inline, bundled) {
+		t.Error("a bundled skill gives the same pod as an inline one")
+	}
+	other := testBundledSkill("")
+	other.Spec.Bundle.Image = "registry.example/skills/pdf-tools:v2"
+	if semanticEqual(bundled, build(other)) {
+		t.Error("another bundle image gives the same pod")
 	}
 }

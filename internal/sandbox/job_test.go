@@ -59,6 +59,17 @@ func testSkill(shards ...string) *skillsv1.Skill {
 	}
 }
 
+// testBundleImage is a skill bundle pinned by digest.
+const testBundleImage = "registry.example/skills/pdf-tools@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// testBundledSkill is a served Skill whose files come from an image; its
+// SKILL.md is in one ConfigMap.
+func testBundledSkill(pullPolicy string) *skillsv1.Skill {
+	s := testSkill("skill-pdf-tools")
+	s.Spec.Bundle = &skillsv1.SkillBundle{Image: testBundleImage, PullPolicy: pullPolicy}
+	return s
+}
+
 // variant is one input to the builders with what every hardening check
 // expects of it.
 type variant struct {
@@ -95,6 +106,13 @@ func variants() []variant {
 			name:         "unresolved timeout takes the policy's",
 			params:       Params{Run: testRun(), Policy: testPolicy(), RunnerImage: testRunnerImage, DefaultImage: testDefaultImage},
 			wantDeadline: 600 + 5 + 30,
+			wantTTL:      60,
+		},
+		{
+			name: "full sandbox, bundled skill",
+			params: Params{Run: testRun(), Policy: testPolicy(), Skill: testBundledSkill("IfNotPresent"),
+				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute},
+			wantDeadline: 60 + 5 + 30,
 			wantTTL:      60,
 		},
 	}

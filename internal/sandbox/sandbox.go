@@ -31,6 +31,16 @@
 //     scripts executable. The main container mounts "skill" read-only at
 //     /skill and finds it in $SKILL_DIR. The ConfigMaps are mounted only in
 //     the init container.
+//   - when the run's skill is bundled (spec.bundle.image), volume "skill" is
+//     instead an image volume of that image, with spec.bundle.pullPolicy
+//     (left for the API server to default when empty), and the pod has
+//     neither shard volumes nor "unpack-skill". The main container mounts
+//     it read-only at /skill, as above, so the image's files, laid out as
+//     the skill folder, are at the same relative paths, with the modes the
+//     image gives them. SKILL.md comes from the Skill object, not the
+//     image: it is in /skill only if the image holds a copy, and commands
+//     must not rely on it. Image volumes are read-only by nature, are never
+//     in an init container and hold no Secret.
 //
 // The main container "command" runs in the policy's toolbox image:
 //
@@ -128,8 +138,8 @@ const (
 	RunnerGrace = 5 * time.Second
 	// DeadlineMargin is added to the Job's deadline beyond timeout and
 	// RunnerGrace. The deadline counts from the Job's start, so the margin
-	// covers scheduling the pod, pulling images the node lacks, the two init
-	// containers, the runner draining the output of killed processes (up to
+	// covers scheduling the pod, pulling images the node lacks (a bundled
+	// skill's image among them), the init containers, the runner draining the output of killed processes (up to
 	// half a second) and writing its result. A pod that takes longer than
 	// that to start cuts the command short: the Job fails with
 	// DeadlineExceeded, and the run has no result.
@@ -140,7 +150,8 @@ const (
 	TerminationGracePeriodSeconds int64 = int64(RunnerGrace/time.Second) + 5
 )
 
-// Size limits of the sandbox's emptyDir volumes.
+// Size limits of the sandbox's emptyDir volumes. A bundled skill's image
+// volume is bounded by its image, not here.
 const (
 	// RunnerVolumeSize bounds the volume holding the runner.
 	RunnerVolumeSize = "32Mi"
@@ -160,7 +171,8 @@ type Params struct {
 	// nil Spec.Sandbox means the defaults.
 	Policy *skillsv1.CommandPolicy
 	// Skill is the Skill the run serves, nil when it names none. Its
-	// Status.ConfigMaps, in the run's namespace, are the shards mounted.
+	// Status.ConfigMaps, in the run's namespace, are the shards mounted;
+	// when it sets Spec.Bundle.Image, that image is mounted instead.
 	Skill *skillsv1.Skill
 	// RunnerImage is the operator image, which holds RunnerImagePath.
 	RunnerImage string
