@@ -6,6 +6,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -99,7 +101,7 @@ func (r *SkillReconciler) reconcile(ctx context.Context, obj *skillsv1.Skill) er
 		setSkillInvalid(obj, errs, report.Warnings)
 		return nil
 	}
-	hash := skill.Hash(s)
+	hash := contentHash(obj, s)
 	names, err := r.applyShards(ctx, obj, shards, hash, s.Invocation)
 	if err != nil {
 		return err
@@ -193,6 +195,17 @@ func (r *SkillReconciler) shardBytes() int {
 
 // defaultShardBytes is how much one ConfigMap the operator writes holds.
 const defaultShardBytes = skill.DefaultShardBytes
+
+// contentHash identifies what a Skill serves: its SKILL.md and files, and
+// the bundle image when its files come from one.
+func contentHash(obj *skillsv1.Skill, s *skill.Skill) string {
+	h := skill.Hash(s)
+	if b := obj.Spec.Bundle; b != nil {
+		sum := sha256.Sum256([]byte(h + "\x00" + b.Image + "\x00" + b.PullPolicy))
+		h = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return h
+}
 
 // contentBytes is the size of a skill's SKILL.md and files.
 func contentBytes(s *skill.Skill) int64 {

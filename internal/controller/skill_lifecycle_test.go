@@ -142,3 +142,22 @@ func TestDeletedConfigMapIsRestored(t *testing.T) {
 		g.Expect(cm.Data).To(HaveKey(skill.SkillFileName))
 	}, timeout, interval).Should(Succeed())
 }
+
+// TestBundleImageChangeIsNewContent: a Skill whose files come from an image
+// serves new content when only the image changes.
+func TestBundleImageChangeIsNewContent(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	obj := newSkill(ns, "bundled")
+	obj.Spec.Files = nil
+	obj.Spec.Bundle = &skillsv1.SkillBundle{Image: "registry.example.com/skills/bundled:v1"}
+	g.Expect(k8s.Create(context.Background(), obj)).To(Succeed())
+	v1 := waitSkill(t, ns, obj.Name)
+	g.Expect(condition(v1.Status.Conditions, skillsv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
+	update(t, ns, obj.Name, func(s *skillsv1.Skill) { s.Spec.Bundle.Image = "registry.example.com/skills/bundled:v2" })
+	g.Eventually(func(g Gomega) {
+		s := getSkill(g, ns, obj.Name)
+		g.Expect(s.Status.ServedGeneration).To(Equal(s.Generation))
+		g.Expect(s.Status.ContentHash).NotTo(Equal(v1.Status.ContentHash))
+	}, timeout, interval).Should(Succeed())
+}
