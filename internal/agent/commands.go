@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// CommandResult is what the model (and POST /v1/commands) gets back for a
+// command. Output is there once the command ran; Decision once the policy
+// judged it.
+type CommandResult struct {
+	// Phase is the CommandRun's phase when the wait ended.
+	Phase string `json:"phase"`
+	// Run names the CommandRun.
+	Run string `json:"run"`
+	*Output
+	// Decision is the policy's verdict.
+	Decision *Decision `json:"decision,omitempty"`
+	// Message says what happened when the command did not simply run.
+	Message string `json:"message,omitempty"`
+}
+
+// Output is what a command that ran produced, each stream on its own.
+type Output struct {
+	ExitCode        *int32 `json:"exitCode"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdoutTruncated"`
+	StderrTruncated bool   `json:"stderrTruncated"`
+}
+
+// Decision is the policy's verdict on a command.
+type Decision struct {
+	Action string `json:"action"`
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// commander makes CommandRuns and watches them until they end.
+type commander struct {
+	kube         client.WithWatch
+	namespace    string
+	agent        string
+	identity     string
+	wait         time.Duration
+	approvalWait time.Duration
+	metrics      *metrics
+}
+
+// run asks for a command: it creates a CommandRun for the agent, as the
+// runtime's identity, and waits for its result.
+func (c *commander) run(ctx context.Context, command, skill string) (*CommandResult, error) {
+	run := &skillsv1.CommandRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, GenerateName: c.agent + "-"},
+		Spec: skillsv1.CommandRunSpec{
+			Agent:       c.agent,
+			Command:     command,
+			Skill:       skill,
+			RequestedBy: c.identity,
+		},
+	}
+	if err := c.kube.Create(ctx, run); err != nil {
+		c.metrics.command("Error")
+		return nil, fmt.Errorf("failed to create a CommandRun for agent %s: %w", c.agent, err)
+	}
+	return c.follow(ctx, run)
+}
+
+// get waits for a CommandRun of the agent made earlier.
+func (c *commander) get(ctx context.Context, name string) (*CommandResult, error) {
+	run := &skillsv1.CommandRun{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, run); err != nil {
+		return nil, fmt.Errorf("failed to get CommandRun %s: %w", name, err)
+	}
+	if run.Spec.Agent != c.agent {
+		return nil, fmt.Errorf("failed to get CommandRun %s: it belongs to another agent", name)
+	}
+	return c.follow(ctx, run)
+}
+
+// follow waits for the run to end, for at most the command wait, and for at
+// most the approval wait while it awaits approval; then it reports where
+// the run is.
+func (c *commander) follow(ctx context.Context, run *skillsv1.CommandRun) (*CommandResult, error) {
+	res, err := c.watch(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	c.metrics.command(res.Phase)
+	ctrl.LoggerFrom(ctx).V(1).Info("Command reported", "commandRun", klog.KObj(run), "phase", res.Phase)
+	return res, nil
+}
+
+// watch follows the run through a watch on its name, started at the
+// resourceVersion last seen so that no change is missed, and started again
+// whenever the API server ends it.
+func (c *commander) watch(ctx context.Context, run *skillsv1.CommandRun) (*CommandResult, error) {
+	lim := &limits{deadline: time.NewTimer(c.wait), approvalWait: c.approvalWait}
+	defer lim.stop()
+	for {
+		if isTerminal(run.Status.Phase) {
+			return finished(run), nil
+		}
+		lim.see(run)
+		w, err := c.kube.Watch(ctx, &skillsv1.CommandRunList{}, &client.ListOptions{
+			Namespace:     run.Namespace,
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", run.Name),
+			Raw:           &metav1.ListOptions{ResourceVersion: run.ResourceVersion, AllowWatchBookmarks: true},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("failed to watch CommandRun %s: %w", run.Name, err)
+		}
+		res, err := c.events(ctx, w, run, lim)
+		w.Stop()
+		if err != nil || res != nil {
+			return res, err
+		}
+		// The watch ended or failed: read the run again and resume from it.
+		next := &skillsv1.CommandRun{}
+		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(run), next); err != nil {
+			if apierrors.IsNotFound(err) {
+				return gone(run), nil
+			}
+			return nil, fmt.Errorf("failed to get CommandRun %s: %w", run.Name, err)
+		}
+		run = next
+	}
+}
+
+// events reads a watch until the run ends or a limit passes (a result), or
+// until the watch ends (nil, nil).
+func (c *commander) events(ctx context.Context, w watch.Interface, run *skillsv1.CommandRun, lim *limits) (*CommandResult, error) {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("failed to wait for CommandRun %s: %w", run.Name, ctx.Err())
+		case <-lim.deadline.C:
+			return pending(run, c.wait), nil
+		case <-lim.approvalC():
+			return awaiting(run), nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, nil
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return gone(run), nil
+			case watch.Error:
+				// Often an expired resourceVersion: pause, then read again.
+				return nil, pause(ctx, time.Second)
+			}
+			next, ok := ev.Object.(*skillsv1.CommandRun)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Bookmark {
+				run = run.DeepCopy()
+				run.ResourceVersion = next.ResourceVersion
+				continue
+			}
+			if isTerminal(next.Status.Phase) {
+				return finished(next), nil
+			}
+			lim.see(next)
+			run = next
+		}
+	}
+}
+
+// limits are the timers of one wait: the command wait, and the approval
+// wait that starts when the run is first seen awaiting approval.
+type limits struct {
+	deadline     *time.Timer
+	approval     *time.Timer
+	approvalWait time.Duration
+}
+
+func (l *limits) see(run *skillsv1.CommandRun) {
+	if run.Status.Phase == skillsv1.PhaseAwaitingApproval && l.approval == nil {
+		l.approval = time.NewTimer(l.approvalWait)
+	}
+}
+
+func (l *limits) approvalC() <-chan time.Time {
+	if l.approval == nil {
+		return nil
+	}
+	return l.approval.C
+}
+
+func (l *limits) stop() {
+	l.deadline.Stop()
+	if l.approval != nil {
+		l.approval.Stop()
+	}
+}
+
+// pause waits for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("failed to wait: %w", ctx.Err())
+	case <-t.C:
+		return nil
+	}
+}
+
+// isTerminal tells whether a run has ended.
+func isTerminal(p skillsv1.RunPhase) bool {
+	switch p {
+	case skillsv1.PhaseSucceeded, skillsv1.PhaseFailed, skillsv1.PhaseDenied, skillsv1.PhaseExpired, skillsv1.PhaseTimedOut:
+		return true
+	}
+	return false
+}
+
+// finished reports a run that ended: its output when it ran, and why it
+// ended otherwise.
+func finished(run *skillsv1.CommandRun) *CommandResult {
+	res := &CommandResult{Phase: string(run.Status.Phase), Run: run.Name, Decision: decision(run)}
+	if r := run.Status.Result; r != nil {
+		res.Output = &Output{
+			ExitCode:        r.ExitCode,
+			Stdout:          r.Stdout,
+			Stderr:          r.Stderr,
+			StdoutTruncated: r.StdoutTruncated,
+			StderrTruncated: r.StderrTruncated,
+		}
+		res.Message = r.Message
+	}
+	cond := apimeta.FindStatusCondition(run.Status.Conditions, skillsv1.SucceededCondition)
+	switch run.Status.Phase {
+	case skillsv1.PhaseDenied:
+		res.Message = "denied: the command did not run"
+		if cond != nil && cond.Message != "" {
+			res.Message = "denied: " + cond.Message
+		}
+	case skillsv1.PhaseExpired:
+		res.Message = "expired: nobody approved the command in time, so it did not run"
+	case skillsv1.PhaseFailed, skillsv1.PhaseTimedOut:
+		if res.Message == "" && cond != nil {
+			res.Message = cond.Message
+		}
+	}
+	return res
+}
+
+// awaiting reports a run that still waits for a person.
+func awaiting(run *skillsv1.CommandRun) *CommandResult {
+	return &CommandResult{
+		Phase:   string(skillsv1.PhaseAwaitingApproval),
+		Run:     run.Name,
+		Message: "awaiting approval: kubectl skills approve " + run.Name,
+	}
+}
+
+// pending reports a run that had not ended when the wait did.
+func pending(run *skillsv1.CommandRun, wait time.Duration) *CommandResult {
+	if run.Status.Phase == skillsv1.PhaseAwaitingApproval {
+		return awaiting(run)
+	}
+	phase := run.Status.Phase
+	if phase == "" {
+		phase = skillsv1.PhasePending
+	}
+	return &CommandResult{Phase: string(phase), Run: run.Name, Decision: decision(run),
+		Message: fmt.Sprintf("still %s after %s; the run goes on: call command_status with run %q to wait for it again", phase, wait, run.Name)}
+}
+
+// gone reports a run deleted before it ended.
+func gone(run *skillsv1.CommandRun) *CommandResult {
+	return &CommandResult{Phase: "Deleted", Run: run.Name, Message: "the CommandRun was deleted before it ended"}
+}
+
+func decision(run *skillsv1.CommandRun) *Decision {
+	d := run.Status.Decision
+	if d == nil {
+		return nil
+	}
+	return &Decision{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason}
+}
+
+// errNoCommand is a command request without a command.
+var errNoCommand = errors.New("a command is required")

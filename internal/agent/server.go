@@ -1,0 +1,420 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/kubeskills/kubeskills/internal/catalog"
+)
+
+// maxCommandBytes bounds a POST /v1/commands body.
+const maxCommandBytes = 64 << 10
+
+// Handler serves the runtime's HTTP API:
+//
+//	POST /v1/chat/completions  OpenAI-compatible chat; the tool loop runs here,
+//	                           and stream=true streams only the final message
+//	GET  /v1/models            the one model: the agent
+//	GET  /v1/skills            the catalog
+//	GET  /v1/skills/{name}     a skill's instructions (Auto or Explicit)
+//	POST /v1/commands          run one command through the policy
+//	GET  /healthz              the process is up
+//	GET  /readyz               the catalog is loaded
+//	GET  /metrics              Prometheus metrics
+//
+// Every /v1/ route requires `Authorization: Bearer <token>` with the token
+// of the token file, unless auth is disabled; a request without it gets 401
+// and changes nothing.
+func (r *Runtime) Handler() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, r.authorize(h)) }
+	api("POST /v1/chat/completions", r.handleChat)
+	api("GET /v1/models", r.handleModels)
+	api("GET /v1/skills", r.handleSkills)
+	api("GET /v1/skills/{name}", r.handleSkill)
+	api("POST /v1/commands", r.handleCommand)
+	api("/v1/", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "no such route")
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /readyz", r.handleReady)
+	mux.Handle("GET /metrics", r.metrics.handler())
+	return r.instrument(mux)
+}
+
+// instrument logs and counts each request by its route pattern, and gives
+// handlers a logger in their context. Bodies are never logged.
+func (r *Runtime) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
+		log := r.log.WithValues("method", req.Method, "path", req.URL.Path)
+		req = req.WithContext(ctrl.LoggerInto(req.Context(), log))
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, req)
+		pattern := req.Pattern
+		if pattern == "" {
+			pattern = "unmatched"
+		} else if _, path, ok := strings.Cut(pattern, " "); ok {
+			pattern = path
+		}
+		code := rec.status()
+		r.metrics.request(pattern, code)
+		log.V(1).Info("Served request", "route", pattern, "code", code, "duration", time.Since(start).String())
+	})
+}
+
+// statusRecorder remembers the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection, to flush.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) status() int {
+	if s.code == 0 {
+		return http.StatusOK
+	}
+	return s.code
+}
+
+// authorize admits a request that carries the token of the token file.
+func (r *Runtime) authorize(next http.Handler) http.Handler {
+	if r.token == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if !r.validToken(req) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kubeskills-agent"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]apiError{"error": {
+				Message: "a valid bearer token is required", Type: "invalid_request_error", Code: "invalid_api_key",
+			}})
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+}
+
+// validToken compares the request's bearer token with the token file's, in
+// constant time. An unreadable or empty token file admits nobody.
+func (r *Runtime) validToken(req *http.Request) bool {
+	got, ok := bearerToken(req)
+	if !ok {
+		return false
+	}
+	want, err := r.token.get()
+	if err != nil || len(want) == 0 {
+		return false
+	}
+	return sameSecret([]byte(got), want)
+}
+
+func (r *Runtime) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if !r.ready() {
+		writeText(w, http.StatusServiceUnavailable, "the catalog is not loaded")
+		return
+	}
+	writeText(w, http.StatusOK, "ok")
+}
+
+// ready tells whether the catalog is loaded.
+func (r *Runtime) ready() bool { return r.skills.Catalog() != nil }
+
+// notReady answers a request that needs the catalog before it is loaded.
+func notReady(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "2")
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "the agent is starting: its catalog is not loaded yet")
+}
+
+// handleModels lists the agent as the one model callers can name.
+func (r *Runtime) handleModels(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{
+		{"id": r.cfg.Agent, "object": "model", "created": 0, "owned_by": "kubeskills"},
+	}})
+}
+
+// skillInfo is a catalog entry as GET /v1/skills lists it.
+type skillInfo struct {
+	Name         string   `json:"name"`
+	Description  string   `json:"description"`
+	Invocation   string   `json:"invocation"`
+	ContentHash  string   `json:"contentHash"`
+	AllowedTools []string `json:"allowedTools,omitempty"`
+}
+
+// handleSkills serves the catalog: names, descriptions, invocation and
+// content hashes, never bodies.
+func (r *Runtime) handleSkills(w http.ResponseWriter, _ *http.Request) {
+	c := r.skills.Catalog()
+	out := struct {
+		Agent    string      `json:"agent"`
+		Revision string      `json:"revision"`
+		Skills   []skillInfo `json:"skills"`
+	}{Agent: r.cfg.Agent, Revision: r.skills.Revision(), Skills: []skillInfo{}}
+	if c != nil {
+		for _, e := range c.Skills {
+			out.Skills = append(out.Skills, skillInfo{Name: e.Name, Description: e.Description, Invocation: e.Invocation,
+				ContentHash: e.ContentHash, AllowedTools: e.AllowedTools})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleSkill serves one skill's body and file list, for Auto and Explicit
+// skills alike: the caller names it.
+func (r *Runtime) handleSkill(w http.ResponseWriter, req *http.Request) {
+	loaded, err := r.skills.Use(req.PathValue("name"), true)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return
+	case errors.Is(err, catalog.ErrUnavailable), errors.Is(err, catalog.ErrOutOfStep):
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+		return
+	case err != nil:
+		ctrl.LoggerFrom(req.Context()).Error(err, "Failed to load a skill")
+		writeError(w, http.StatusInternalServerError, "server_error", err.Error())
+		return
+	}
+	files := loaded.Files
+	if files == nil {
+		files = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"name": loaded.Name, "instructions": loaded.Instructions, "files": files, "contentHash": loaded.ContentHash,
+	})
+}
+
+// RunCommand runs one command for the agent, as run_command does: a
+// CommandRun judged by the Agent's policy, waited for until it ends or a
+// wait limit passes. A skill, when given, must be in the catalog.
+func (r *Runtime) RunCommand(ctx context.Context, command, skill string) (*CommandResult, error) {
+	if skill != "" && !r.inCatalog(skill) {
+		return nil, &BadRequestError{msg: "skill " + skill + " is not in this agent's catalog"}
+	}
+	return r.commands.run(ctx, command, skill)
+}
+
+// handleCommand runs one command through the same path as run_command and
+// answers with its result: 200 whatever the phase, since a denied or
+// waiting command is a result too.
+func (r *Runtime) handleCommand(w http.ResponseWriter, req *http.Request) {
+	var body struct {
+		Command string `json:"command"`
+		Skill   string `json:"skill"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxCommandBytes)).Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body must be {\"command\": ..., \"skill\": ...}: "+err.Error())
+		return
+	}
+	if strings.TrimSpace(body.Command) == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", errNoCommand.Error())
+		return
+	}
+	if !r.ready() {
+		notReady(w)
+		return
+	}
+	res, err := r.RunCommand(req.Context(), body.Command, body.Skill)
+	if isBadRequest(err) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	if err != nil {
+		ctrl.LoggerFrom(req.Context()).Error(err, "Failed to run a command")
+		writeError(w, http.StatusBadGateway, "command_error", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func writeText(w http.ResponseWriter, status int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(text + "\n"))
+}
+
+// secretFile is a small file mounted from a Secret, such as a bearer token
+// or an API key. It is read again whenever its file changes, so a rotated
+// Secret takes effect without a restart: the kubelet swaps the file
+// atomically, and every get compares the file's identity, size and
+// modification time with the copy held. Its content is never logged.
+type secretFile struct {
+	path string
+	what string
+	log  logr.Logger
+
+	mu     sync.Mutex
+	info   os.FileInfo
+	value  []byte
+	failed bool
+}
+
+func newSecretFile(path, what string, log logr.Logger) *secretFile {
+	return &secretFile{path: path, what: what, log: log}
+}
+
+// get returns the file's content without surrounding white space. On an
+// error it keeps no stale value: a token that cannot be read admits nobody.
+func (f *secretFile) get() ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info, err := os.Stat(f.path)
+	if err == nil && f.info != nil && os.SameFile(info, f.info) && info.Size() == f.info.Size() && info.ModTime().Equal(f.info.ModTime()) {
+		return f.value, nil
+	}
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(f.path)
+	}
+	if err != nil {
+		if !f.failed {
+			f.log.Error(err, "Failed to read the "+f.what+" file", "path", f.path)
+		}
+		f.failed, f.info, f.value = true, nil, nil
+		return nil, fmt.Errorf("failed to read the %s file %s: %w", f.what, f.path, err)
+	}
+	if f.failed || f.info != nil {
+		f.log.Info("Read the "+f.what+" file again", "path", f.path)
+	}
+	f.failed, f.info, f.value = false, info, bytes.TrimSpace(data)
+	return f.value, nil
+}
+
+// bearerToken returns the token of an `Authorization: Bearer <token>`
+// header.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// sameSecret compares two secrets in time that depends on neither.
+func sameSecret(got, want []byte) bool {
+	a, b := sha256.Sum256(got), sha256.Sum256(want)
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// Metric names, all under the kubeskills_agent_ prefix.
+const (
+	// MetricRequests counts HTTP requests by route pattern and status code.
+	MetricRequests = "kubeskills_agent_http_requests_total"
+	// MetricToolCalls counts the model's tool calls by tool.
+	MetricToolCalls = "kubeskills_agent_tool_calls_total"
+	// MetricCommands counts commands by the phase they were reported in:
+	// a terminal phase, AwaitingApproval or Running when the wait ended
+	// first, or Error when the CommandRun could not be created.
+	MetricCommands = "kubeskills_agent_commands_total"
+	// MetricCatalogReloads counts catalog reloads by result (ok, failed).
+	MetricCatalogReloads = "kubeskills_agent_catalog_reloads_total"
+	// MetricCatalogSkills is the number of skills in the catalog served.
+	MetricCatalogSkills = "kubeskills_agent_catalog_skills"
+	// MetricModelLatency is the latency of model calls, retries included,
+	// by outcome (ok, error).
+	MetricModelLatency = "kubeskills_agent_model_request_duration_seconds"
+)
+
+// metrics are the runtime's Prometheus metrics, in a registry of their own
+// so that several runtimes can live in one process.
+type metrics struct {
+	registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	tools    *prometheus.CounterVec
+	commands *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+// newMetrics registers the runtime's metrics; catalog reloads and size are
+// read from skills when scraped.
+func newMetrics(skills Skills) *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRequests, Help: "HTTP requests served, by route and status code.",
+		}, []string{"path", "code"}),
+		tools: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricToolCalls, Help: "Tool calls made by the model, by tool.",
+		}, []string{"tool"}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricCommands, Help: "Commands requested, by the phase their result reported.",
+		}, []string{"phase"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    MetricModelLatency,
+			Help:    "Latency of model calls, retries included, by outcome.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160},
+		}, []string{"outcome"}),
+	}
+	reloads := func(result string, pick func(ok, failed int) int) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: MetricCatalogReloads, Help: "Catalog reloads since start, by result.",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(pick(skills.Reloads())) })
+	}
+	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: MetricCatalogSkills, Help: "Skills in the catalog being served.",
+	}, func() float64 {
+		if c := skills.Catalog(); c != nil {
+			return float64(len(c.Skills))
+		}
+		return 0
+	})
+	m.registry.MustRegister(m.requests, m.tools, m.commands, m.latency, size,
+		reloads("ok", func(ok, _ int) int { return ok }),
+		reloads("failed", func(_, failed int) int { return failed }))
+	return m
+}
+
+// handler serves the metrics in the Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+func (m *metrics) toolCall(tool string) { m.tools.WithLabelValues(tool).Inc() }
+
+func (m *metrics) command(phase string) { m.commands.WithLabelValues(phase).Inc() }
+
+func (m *metrics) modelCall(start time.Time, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.latency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) request(path string, code int) {
+	m.requests.WithLabelValues(path, strconv.Itoa(code)).Inc()
+}

@@ -1,0 +1,357 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/agent"
+	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
+	"github.com/kubeskills/kubeskills/internal/catalog"
+	"github.com/kubeskills/kubeskills/internal/controller"
+	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/skill"
+	"github.com/kubeskills/kubeskills/internal/testenv"
+)
+
+// env is the real API server; the operator's manager runs against it for
+// the whole package, so CommandRuns are judged and get Jobs as in a cluster.
+var env *testenv.Env
+
+// k8s reads and writes straight to the API server as an admin.
+var k8s client.Client
+
+// podLogs holds the container logs a kubelet would serve, by
+// namespace/pod/container: envtest has no kubelet.
+var podLogs sync.Map
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
+		env, k8s = e, e.Client
+		ctrl.SetLogger(zap.New(zap.WriteTo(testLog())))
+		ctx, cancel := context.WithCancel(context.Background())
+		// Identities on CommandRuns are checked as the operator ships them.
+		if err := e.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
+			panic(err)
+		}
+		mgr, err := manager.New(ctx, e.Config, manager.Options{
+			MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 2, RunWorkers: 2,
+			Image: "example.com/kubeskills:test", SandboxImage: "example.com/toolbox:test",
+			Results: &controller.PodResultReader{Pods: e.Client, Logs: func(_ context.Context, ns, pod, container string) ([]byte, error) {
+				if log, ok := podLogs.Load(ns + "/" + pod + "/" + container); ok {
+					return log.([]byte), nil
+				}
+				return nil, fmt.Errorf("no log for %s/%s", ns, pod)
+			}},
+		})
+		if err != nil {
+			panic(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := mgr.Start(ctx); err != nil {
+				panic(err)
+			}
+		}()
+		return func() { cancel(); <-done }
+	}))
+}
+
+// testLog keeps logs quiet unless KUBESKILLS_TEST_LOG is set.
+func testLog() io.Writer {
+	if os.Getenv("KUBESKILLS_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}
+
+const (
+	timeout  = 20 * time.Second
+	interval = 50 * time.Millisecond
+)
+
+var nsCounter atomic.Int64
+
+// namespace creates a namespace of its own for a test.
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("agent-%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// Skills most tests serve. Their bodies carry markers, so a test can tell
+// whether a body reached the model.
+const (
+	triageBody  = "# Crash triage\n\nBODY-MARKER-TRIAGE: read the logs of the previous container first.\n"
+	notesBody   = "# Release notes\n\nBODY-MARKER-NOTES: group changes by kind.\n"
+	disableBody = "# Wipe\n\nBODY-MARKER-WIPE\n"
+	guideText   = "# Guide\n\nLook at restartCount first.\n"
+)
+
+func testSkills() []*skill.Skill {
+	return []*skill.Skill{
+		{Name: "crash-triage", Description: "Diagnose pods in CrashLoopBackOff.", Body: triageBody, Files: []skill.File{
+			{Path: "bin/tool", Content: []byte{0xff, 0xfe, 0x00, 0x01}, Executable: true},
+			{Path: "references/guide.md", Content: []byte(guideText)},
+			{Path: "references/huge.txt", Content: bytes.Repeat([]byte("x"), 100<<10)},
+		}},
+		{Name: "release-notes", Description: "Write release notes from merged changes.", Body: notesBody,
+			Invocation: skill.InvocationExplicit, Files: []skill.File{{Path: "template.md", Content: []byte("## Changes\n")}}},
+		{Name: "wipe-cluster", Description: "Never offered.", Body: disableBody, Invocation: skill.InvocationDisabled},
+	}
+}
+
+// mount writes a catalog of skills and their shards the way the Agent's
+// pod sees them, and opens a store on them.
+func mount(t *testing.T, instructions string, skills ...*skill.Skill) *catalog.Store {
+	t.Helper()
+	base := t.TempDir()
+	writeMount(t, base, instructions, skills...)
+	store, err := catalog.Open(filepath.Join(base, "catalog"), filepath.Join(base, "skills"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// writeMount writes, under base, the catalog of skills into catalog/ and
+// their shards into skills/. Disabled skills are left out of the catalog,
+// as the Agent controller leaves them out.
+func writeMount(t *testing.T, base, instructions string, skills ...*skill.Skill) {
+	t.Helper()
+	c := &catalog.Catalog{Agent: "ops", Instructions: instructions}
+	for _, s := range skills {
+		if s.Invocation == skill.InvocationDisabled {
+			continue
+		}
+		shards, err := skill.Pack(s, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, sh := range shards {
+			keys := map[string][]byte{}
+			for k, v := range sh.Data {
+				keys[k] = []byte(v)
+			}
+			for k, v := range sh.BinaryData {
+				keys[k] = v
+			}
+			writeKeys(t, filepath.Join(base, "skills", s.Name, strconv.Itoa(i)), keys)
+		}
+		invocation := s.Invocation
+		if invocation == "" {
+			invocation = skill.InvocationAuto
+		}
+		c.Skills = append(c.Skills, catalog.Entry{Name: s.Name, Description: s.Description, Invocation: invocation,
+			ContentHash: skill.Hash(s), Shards: len(shards), AllowedTools: s.AllowedTools})
+	}
+	writeCatalog(t, filepath.Join(base, "catalog"), c)
+}
+
+// writeCatalog encodes a catalog into shard folders under dir.
+func writeCatalog(t *testing.T, dir string, c *catalog.Catalog) {
+	t.Helper()
+	shards, err := catalog.Encode(c, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, data := range shards {
+		keys := map[string][]byte{}
+		for k, v := range data {
+			keys[k] = []byte(v)
+		}
+		writeKeys(t, filepath.Join(dir, strconv.Itoa(i)), keys)
+	}
+}
+
+func writeKeys(t *testing.T, dir string, keys map[string][]byte) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range keys {
+		if err := os.WriteFile(filepath.Join(dir, k), v, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fixture is a runtime serving its API on loopback, talking to a scripted
+// model, in a namespace of its own.
+type fixture struct {
+	ns        string
+	model     *modeltest.Server
+	rt        *agent.Runtime
+	api       *httptest.Server
+	token     string
+	tokenFile string
+}
+
+// options shape a fixture.
+type options struct {
+	store  *catalog.Store
+	kube   client.WithWatch
+	ns     string
+	config func(*agent.Config)
+}
+
+// newFixture starts a runtime for agent "ops" that replays steps as its
+// model, serves testSkills, and authenticates as an admin unless opts say
+// otherwise.
+func newFixture(t *testing.T, opts options, steps ...modeltest.Step) *fixture {
+	t.Helper()
+	f := &fixture{ns: opts.ns, model: modeltest.New(steps...), token: "s3cret-token"}
+	t.Cleanup(f.model.Close)
+	if f.ns == "" {
+		f.ns = namespace(t)
+	}
+	if opts.store == nil {
+		opts.store = mount(t, "You are the ops agent of the shop team.", testSkills()...)
+	}
+	if opts.kube == nil {
+		kube, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.kube = kube
+	}
+	f.tokenFile = filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f.tokenFile, []byte(f.token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := agent.Config{
+		Agent: "ops", Namespace: f.ns, Identity: "admin",
+		Model: agent.ModelConfig{BaseURL: f.model.URL(), Name: "test-model", Timeout: 10 * time.Second,
+			MaxRetries: 2, MaxRetryDelay: 5 * time.Millisecond},
+		TokenFile:    f.tokenFile,
+		CommandWait:  timeout,
+		ApprovalWait: time.Second,
+	}
+	if opts.config != nil {
+		opts.config(&cfg)
+	}
+	rt, err := agent.New(cfg, opts.store, opts.kube, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rt = rt
+	f.api = httptest.NewServer(rt.Handler())
+	t.Cleanup(f.api.Close)
+	return f
+}
+
+// do sends a request to the runtime's API with a bearer token (none when
+// empty) and returns the status and body.
+func (f *fixture) do(t *testing.T, method, path, token string, body any) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, f.api.URL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, data
+}
+
+// completion is the part of a chat.completion the tests read.
+type completion struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Choices []struct {
+		Message struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+// chat sends user messages to the runtime and returns its answer.
+func (f *fixture) chat(t *testing.T, messages ...string) string {
+	t.Helper()
+	msgs := make([]map[string]string, 0, len(messages))
+	for _, m := range messages {
+		msgs = append(msgs, map[string]string{"role": "user", "content": m})
+	}
+	code, body := f.do(t, http.MethodPost, "/v1/chat/completions", f.token, map[string]any{"model": "ops", "messages": msgs})
+	if code != http.StatusOK {
+		t.Fatalf("chat answered %d: %s", code, body)
+	}
+	var c completion
+	if err := json.Unmarshal(body, &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Object != "chat.completion" || len(c.Choices) != 1 || c.Choices[0].Message.Role != "assistant" {
+		t.Fatalf("not a chat completion: %s", body)
+	}
+	return c.Choices[0].Message.Content
+}
+
+// runs lists the CommandRuns of a namespace.
+func runs(g Gomega, ns string) []skillsv1.CommandRun {
+	var list skillsv1.CommandRunList
+	g.Expect(k8s.List(context.Background(), &list, client.InNamespace(ns))).To(Succeed())
+	return list.Items
+}
+
+// toolResult decodes a JSON tool result the model received.
+func toolResult(t *testing.T, text string) map[string]any {
+	t.Helper()
+	var out map[string]any
+	if err := json.Unmarshal([]byte(text), &out); err != nil {
+		t.Fatalf("tool result is not JSON: %q", text)
+	}
+	return out
+}
+
+func contains(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
