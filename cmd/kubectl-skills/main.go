@@ -4,6 +4,9 @@
 //	kubectl skills import DIR...          print Skill manifests for skill folders
 //	kubectl skills export NAME|FILE -o DIR write a Skill back to a folder
 //	kubectl skills validate PATH...       check folders and manifests offline
+//	kubectl skills policy check -f P -- C  what a CommandPolicy decides for C
+//	kubectl skills approve|deny RUN       decide on a command awaiting approval
+//	kubectl skills list [--pending]       list CommandRuns
 //
 // Run `kubectl skills COMMAND --help` for the flags and the rules. The
 // commands live in package github.com/kubeskills/kubeskills/internal/cli.

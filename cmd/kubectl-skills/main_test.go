@@ -41,7 +41,8 @@ func TestMain(m *testing.M) {
 		if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
 			panic(err)
 		}
-		return func() { _ = os.RemoveAll(dir) }
+		stopOperator := startOperator(e)
+		return func() { stopOperator(); _ = os.RemoveAll(dir) }
 	}))
 }
 

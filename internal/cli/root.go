@@ -110,21 +110,24 @@ references/, assets/). In a cluster it is a Skill object of the API group
 kubeskills.io/v1alpha1, which the kubeskills operator validates and serves to
 agents.
 
-  import    turns skill folders into Skill manifests for kubectl apply
-  export    writes a Skill (from the cluster or a manifest) back to a folder
-  validate  checks folders and manifests offline, with the operator's rules
+  import        turns skill folders into Skill manifests for kubectl apply
+  export        writes a Skill (from the cluster or a manifest) back to a folder
+  validate      checks folders and manifests offline, with the operator's rules
+  policy check  tells what a CommandPolicy decides for a command, offline
+  approve, deny decide on a command that waits for a person
+  list          lists CommandRuns (--pending: those waiting for a person)
 
 Problems are printed one per line as PATH: FIELD: PROBLEM (HINT), where FIELD
 is the Skill field concerned. A command that finds a problem exits with 1.
 
 The plugin reads the kubeconfig like kubectl does; only commands that talk to
-a cluster (export NAME) use it.`
+a cluster (export NAME, approve, deny, list) use it.`
 
 // NewRootCommand returns the `kubectl skills` command and its subcommands.
 func NewRootCommand(o *Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "skills",
-		Short: "Import, export and validate Agent Skills as kubeskills Skill resources",
+		Short: "Manage Agent Skills and approve the commands agents ask to run",
 		Long:  rootLong,
 		Annotations: map[string]string{
 			cobra.CommandDisplayNameAnnotation: "kubectl skills",
@@ -140,6 +143,10 @@ func NewRootCommand(o *Options) *cobra.Command {
 		newImportCommand(o),
 		newExportCommand(o),
 		newValidateCommand(o),
+		newPolicyCommand(o),
+		newApproveCommand(o),
+		newDenyCommand(o),
+		newListCommand(o),
 	)
 	return cmd
 }

@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+var now = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// testRun builds a run created age ago, in phase.
+func testRun(ns, name, command string, phase skillsv1.RunPhase, age time.Duration) skillsv1.CommandRun {
+	return skillsv1.CommandRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(now.Add(-age))},
+		Spec:       skillsv1.CommandRunSpec{Agent: "ops", Command: command, RequestedBy: "system:serviceaccount:" + ns + ":ops"},
+		Status:     skillsv1.CommandRunStatus{Phase: phase},
+	}
+}
+
+func TestRunTable(t *testing.T) {
+	done := testRun("agents", "done", "kubectl get pods -n web", skillsv1.PhaseSucceeded, 2*time.Hour)
+	done.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAlways}
+	done.Status.Result = &skillsv1.CommandResult{ExitCode: ptr.To[int32](0)}
+	waiting := testRun("agents", "waiting", "kubectl rollout restart deploy/web", skillsv1.PhaseAwaitingApproval, 5*time.Minute)
+	waiting.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAsk}
+	waiting.Status.ApprovalDeadline = &metav1.Time{Time: now.Add(55 * time.Minute)}
+	urgent := testRun("agents", "urgent", "kubectl drain node-1", skillsv1.PhaseAwaitingApproval, 50*time.Minute)
+	urgent.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAsk}
+	urgent.Status.ApprovalDeadline = &metav1.Time{Time: now.Add(10 * time.Minute)}
+	fresh := testRun("agents", "fresh", "echo \x1b[31mred\x1b[0m\n\tand a very long tail that goes on and on and on", "", 3*time.Second)
+	other := testRun("batch", "nightly", "ls", skillsv1.PhaseFailed, 26*time.Hour)
+	other.Status.Result = &skillsv1.CommandResult{ExitCode: ptr.To[int32](2)}
+
+	var b bytes.Buffer
+	runs := []skillsv1.CommandRun{other, fresh, waiting, done, urgent}
+	if err := writeRunTable(&b, runs, runTable{namespaces: true}, now); err != nil {
+		t.Fatal(err)
+	}
+	want := `NAMESPACE   NAME      AGENT   COMMAND                                            PHASE              ACTION   EXIT     AGE
+agents      done      ops     kubectl get pods -n web                            Succeeded          Always   0        120m
+agents      urgent    ops     kubectl drain node-1                               AwaitingApproval   Ask      <none>   50m
+agents      waiting   ops     kubectl rollout restart deploy/web                 AwaitingApproval   Ask      <none>   5m
+agents      fresh     ops     echo ` + "\ufffd[31mred\ufffd[0m and a very long tail that goe…" + `   <none>             <none>   <none>   3s
+batch       nightly   ops     ls                                                 Failed             <none>   2        26h
+`
+	if got := b.String(); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+
+	b.Reset()
+	if err := writeRunTable(&b, awaiting(runs), runTable{pending: true}, now); err != nil {
+		t.Fatal(err)
+	}
+	want = `NAME      AGENT   COMMAND                              REQUESTED BY                       DEADLINE                        AGE
+urgent    ops     kubectl drain node-1                 system:serviceaccount:agents:ops   2025-06-01T12:10:00Z (in 10m)   50m
+waiting   ops     kubectl rollout restart deploy/web   system:serviceaccount:agents:ops   2025-06-01T12:55:00Z (in 55m)   5m
+`
+	if got := b.String(); got != want {
+		t.Errorf("pending table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"kubectl get pods":       "kubectl get pods",
+		"a\x1b[2Jb":              "a\ufffd[2Jb",
+		"evil\u202egnp.exe":      "evil\ufffdgnp.exe",
+		"ünïcödé ok":             "ünïcödé ok",
+		"bell\a nul\x00 del\x7f": "bell\ufffd nul\ufffd del\ufffd",
+	} {
+		if got := printable(in); got != want {
+			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := cell("  a \n\t b  ", 10); got != "a b" {
+		t.Errorf("cell = %q", got)
+	}
+	if got := cell("ééééé", 4); got != "ééé…" {
+		t.Errorf("cell = %q", got)
+	}
+	if got := cell("", 4); got != "<none>" {
+		t.Errorf("cell = %q", got)
+	}
+}
+
+func TestCheckDecidable(t *testing.T) {
+	awaitingRun := testRun("ns", "r", "x", skillsv1.PhaseAwaitingApproval, time.Minute)
+	decided := awaitingRun
+	decided.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Denied, Approver: "alice", Reason: "not now"}
+	decided.Status.Phase = skillsv1.PhaseDenied
+	denied := testRun("ns", "r", "x", skillsv1.PhaseDenied, time.Minute)
+	denied.Status.Conditions = []metav1.Condition{{Type: skillsv1.SucceededCondition, Status: metav1.ConditionFalse,
+		Reason: "Denied", Message: "Denied by the policy: \"rm x\" matched rules[2] \"rm *\" (Never)"}}
+	for _, tc := range []struct {
+		name string
+		run  skillsv1.CommandRun
+		want string
+	}{
+		{"awaiting", awaitingRun, ""},
+		{"decided", decided, `it was already denied by alice ("not now"); its phase is Denied`},
+		{"denied by policy", denied, `it is not awaiting approval: its phase is Denied (Denied by the policy: "rm x" matched rules[2] "rm *" (Never))`},
+		{"running", testRun("ns", "r", "x", skillsv1.PhaseRunning, time.Minute), "it is not awaiting approval: its phase is Running"},
+		{"new", testRun("ns", "r", "x", "", time.Second), "the operator has not judged it yet (phase <none>)"},
+		{"pending", testRun("ns", "r", "x", skillsv1.PhasePending, time.Second), "the operator has not judged it yet (phase Pending)"},
+	} {
+		err := checkDecidable(&tc.run)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	gr := schema.GroupResource{Group: "kubeskills.io", Resource: "commandruns"}
+	o := &approvalOptions{decision: skillsv1.Approved}
+	key := client.ObjectKey{Namespace: "agents", Name: "r"}
+	rbac := apierrors.NewForbidden(gr, "r", errors.New(`User "carol" cannot patch resource "commandruns" in API group "kubeskills.io" in the namespace "agents"`))
+	admission := apierrors.NewForbidden(gr, "r", errors.New("ValidatingAdmissionPolicy 'kubeskills-commandrun-identity' with binding "+
+		"'kubeskills-commandrun-identity' denied request: the user who requested a command cannot approve or deny it"))
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{rbac, `failed to approve commandrun agents/r: forbidden: you need get and patch on commandruns, which the ClusterRole kubeskills-approver grants`},
+		{rbac, `User "carol" cannot patch`},
+		{admission, "failed to approve commandrun agents/r: refused by admission: " + admission.Error()},
+		{apierrors.NewNotFound(gr, "r"), `failed to approve commandrun agents/r: no CommandRun "r" in namespace "agents"`},
+		{&notAwaitingError{phase: skillsv1.PhaseRunning}, "failed to approve commandrun agents/r: it is not awaiting approval: its phase is Running"},
+		{errors.New("connection refused"), "failed to approve commandrun agents/r: connection refused"},
+	} {
+		if got := o.explain(tc.err, key).Error(); !strings.Contains(got, tc.want) {
+			t.Errorf("explain(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestSetApprovalPrecondition: when another approver decides between the
+// read and the patch, the patch fails on the resourceVersion, the run is
+// read again, and the second decision is refused naming the first approver.
+func TestSetApprovalPrecondition(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := skillsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	run := testRun("agents", "r", "kubectl drain node-1", skillsv1.PhaseAwaitingApproval, time.Minute)
+	key := client.ObjectKey{Namespace: "agents", Name: "r"}
+	patches := 0
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&run).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			patches++
+			if patches == 1 {
+				// Erin decides first.
+				other := &skillsv1.CommandRun{}
+				if err := c.Get(ctx, key, other); err != nil {
+					return err
+				}
+				other.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Denied, Approver: "erin"}
+				if err := c.Update(ctx, other); err != nil {
+					return err
+				}
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+
+	err := setApproval(context.Background(), c, key, &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice"})
+	var decided *alreadyDecidedError
+	if !errors.As(err, &decided) || decided.approval.Approver != "erin" || patches != 1 {
+		t.Fatalf("error %v after %d patches, want already decided by erin after 1", err, patches)
+	}
+	got := &skillsv1.CommandRun{}
+	if err := c.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Approval.Approver != "erin" {
+		t.Errorf("approval %+v, want erin's", got.Spec.Approval)
+	}
+
+	// Without a race, the patch writes the approval.
+	fresh := testRun("agents", "s", "kubectl drain node-2", skillsv1.PhaseAwaitingApproval, time.Minute)
+	c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(&fresh).Build()
+	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "ok"}
+	if err := setApproval(context.Background(), c, client.ObjectKeyFromObject(&fresh), &want); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(&fresh), got); err != nil {
+		t.Fatal(err)
+	}
+	if *got.Spec.Approval != want {
+		t.Errorf("approval %+v, want %+v", got.Spec.Approval, want)
+	}
+}

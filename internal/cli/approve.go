@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authenticationclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// approverRole is the ClusterRole the operator ships for people who decide.
+const approverRole = "kubeskills-approver"
+
+// maxApprovalReason is the longest spec.approval.reason the API accepts.
+const maxApprovalReason = 1024
+
+const approveLong = `Approve a command that waits for a person: the CommandRun RUN, in the
+namespace of -n (or of the kubeconfig's context), whose policy said Ask.
+The operator then runs the command in its sandbox Job. Read the whole
+command first ('kubectl skills list --pending' shows only its start):
+
+  kubectl get commandrun RUN -o jsonpath='{.spec.command}{"\n"}'
+
+The approval is written once, to spec.approval, with your user name as the
+approver. The name is the one the API server knows you by (it is asked with a
+SelfSubjectReview), never one given on the command line; an admission policy
+of the operator refuses any other. Nobody may approve a command they asked
+for themselves.
+
+It fails, and changes nothing, when the run is not awaiting approval (its
+phase is printed), when someone already approved or denied it (their name is
+printed), when you may not patch CommandRuns there (you need the
+kubeskills-approver ClusterRole, bound in the namespace), or when admission
+refuses the approval (the server's message is printed).
+
+Exit status: 0 when the approval was recorded, 1 otherwise.`
+
+const approveExample = `  # See what waits, then approve one run
+  kubectl skills list --pending -n agents
+  kubectl skills approve ops-7f3k2 -n agents --reason "rollout restart during the incident, ticket OPS-42"`
+
+const denyLong = `Deny a command that waits for a person: the CommandRun RUN, in the namespace
+of -n (or of the kubeconfig's context), whose policy said Ask. The run ends
+as Denied, with your name and your reason in its Succeeded condition, and
+the agent learns why.
+
+The denial is written once, to spec.approval, with your user name as the
+approver, as the API server knows you (a SelfSubjectReview); an admission
+policy of the operator refuses any other name. Nobody may deny a command
+they asked for themselves.
+
+It fails, and changes nothing, when the run is not awaiting approval (its
+phase is printed), when someone already approved or denied it (their name is
+printed), when you may not patch CommandRuns there (you need the
+kubeskills-approver ClusterRole, bound in the namespace), or when admission
+refuses the denial (the server's message is printed).
+
+Exit status: 0 when the denial was recorded, 1 otherwise.`
+
+const denyExample = `  # Refuse a command, and tell the agent what to do instead
+  kubectl skills deny ops-9x2lq -n agents --reason "do not drain nodes; page the on-call SRE"`
+
+// approvalOptions are the flags of approve and deny.
+type approvalOptions struct {
+	*Options
+	decision skillsv1.ApprovalDecision
+	reason   string
+}
+
+func newApproveCommand(o *Options) *cobra.Command {
+	return newApprovalCommand(o, skillsv1.Approved, &cobra.Command{
+		Use:     "approve RUN [--reason REASON]",
+		Short:   "Approve a CommandRun that awaits a person's decision, as yourself",
+		Long:    approveLong,
+		Example: approveExample,
+	})
+}
+
+func newDenyCommand(o *Options) *cobra.Command {
+	return newApprovalCommand(o, skillsv1.Denied, &cobra.Command{
+		Use:     "deny RUN [--reason REASON]",
+		Short:   "Deny a CommandRun that awaits a person's decision, as yourself",
+		Long:    denyLong,
+		Example: denyExample,
+	})
+}
+
+// newApprovalCommand completes approve or deny.
+func newApprovalCommand(o *Options, decision skillsv1.ApprovalDecision, cmd *cobra.Command) *cobra.Command {
+	opts := &approvalOptions{Options: o, decision: decision}
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return opts.run(cmd.Context(), args[0])
+	}
+	cmd.Flags().StringVar(&opts.reason, "reason", "",
+		fmt.Sprintf("Why, for the record and for the agent (at most %d characters)", maxApprovalReason))
+	return cmd
+}
+
+// verb is approve or deny, for messages.
+func (o *approvalOptions) verb() string {
+	if o.decision == skillsv1.Approved {
+		return "approve"
+	}
+	return "deny"
+}
+
+// run records the decision on the run, once, as the current user.
+func (o *approvalOptions) run(ctx context.Context, name string) error {
+	if n := utf8.RuneCountInString(o.reason); n > maxApprovalReason {
+		return fmt.Errorf("--reason is %d characters long, at most %d are allowed", n, maxApprovalReason)
+	}
+	ns, err := o.Namespace()
+	if err != nil {
+		return err
+	}
+	cfg, err := o.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	user, err := currentUser(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	c, err := o.Client()
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	approval := &skillsv1.Approval{Decision: o.decision, Approver: user, Reason: o.reason}
+	if err := setApproval(ctx, c, key, approval); err != nil {
+		return o.explain(err, key)
+	}
+	_, _ = fmt.Fprintf(o.Streams.Out, "commandrun.%s/%s %s by %s\n",
+		skillsv1.GroupVersion.Group, name, strings.ToLower(string(o.decision)), printable(user))
+	return nil
+}
+
+// currentUser asks the API server who the kubeconfig's credentials are.
+func currentUser(ctx context.Context, cfg *rest.Config) (string, error) {
+	c, err := authenticationclient.NewForConfig(cfg)
+	if err != nil {
+		return "", fmt.Errorf("failed to create client for %s: %w", cfg.Host, err)
+	}
+	review, err := c.SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("failed to learn your user name from the API server "+
+			"(SelfSubjectReview of authentication.k8s.io/v1, Kubernetes 1.28 or later): %w", err)
+	}
+	if review.Status.UserInfo.Username == "" {
+		return "", errors.New("failed to learn your user name from the API server: its SelfSubjectReview names no user")
+	}
+	return review.Status.UserInfo.Username, nil
+}
+
+// setApproval writes spec.approval with a JSON merge patch that carries the
+// resourceVersion read, so that it applies only to the state checked. When
+// the run changed in between, it reads and checks it again.
+func setApproval(ctx context.Context, c client.Client, key client.ObjectKey, approval *skillsv1.Approval) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		run := &skillsv1.CommandRun{}
+		if err := c.Get(ctx, key, run); err != nil {
+			return err
+		}
+		if err := checkDecidable(run); err != nil {
+			return err
+		}
+		patch := client.MergeFromWithOptions(run.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		run.Spec.Approval = approval.DeepCopy()
+		return c.Patch(ctx, run, patch)
+	})
+}
+
+// alreadyDecidedError says that a run carries a decision already.
+type alreadyDecidedError struct {
+	approval skillsv1.Approval
+	phase    skillsv1.RunPhase
+}
+
+func (e *alreadyDecidedError) Error() string {
+	s := fmt.Sprintf("it was already %s by %s", strings.ToLower(string(e.approval.Decision)), orNone(printable(e.approval.Approver)))
+	if e.approval.Reason != "" {
+		s += fmt.Sprintf(" (%q)", e.approval.Reason)
+	}
+	if e.phase != "" {
+		s += "; its phase is " + string(e.phase)
+	}
+	return s
+}
+
+// notAwaitingError says that a run does not wait for a decision.
+type notAwaitingError struct {
+	phase   skillsv1.RunPhase
+	message string
+}
+
+func (e *notAwaitingError) Error() string {
+	switch e.phase {
+	case "", skillsv1.PhasePending:
+		return "it is not awaiting approval: the operator has not judged it yet (phase " + orNone(string(e.phase)) +
+			"); try again in a moment, and check that the operator runs if it stays so"
+	}
+	s := "it is not awaiting approval: its phase is " + string(e.phase)
+	if e.message != "" {
+		s += " (" + printable(e.message) + ")"
+	}
+	return s
+}
+
+// checkDecidable tells whether a person may decide on a run now.
+func checkDecidable(run *skillsv1.CommandRun) error {
+	if run.Spec.Approval != nil {
+		return &alreadyDecidedError{approval: *run.Spec.Approval, phase: run.Status.Phase}
+	}
+	if run.Status.Phase != skillsv1.PhaseAwaitingApproval {
+		e := &notAwaitingError{phase: run.Status.Phase}
+		if c := apimeta.FindStatusCondition(run.Status.Conditions, skillsv1.SucceededCondition); c != nil {
+			e.message = c.Message
+		}
+		return e
+	}
+	return nil
+}
+
+// explain turns an error of setApproval into one a person can act on.
+func (o *approvalOptions) explain(err error, key client.ObjectKey) error {
+	what := fmt.Sprintf("failed to %s commandrun %s", o.verb(), key)
+	var decided *alreadyDecidedError
+	var waiting *notAwaitingError
+	switch {
+	case errors.As(err, &decided), errors.As(err, &waiting):
+		return fmt.Errorf("%s: %w", what, err)
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%s: no CommandRun %q in namespace %q", what, key.Name, key.Namespace)
+	case apierrors.IsInvalid(err):
+		return fmt.Errorf("%s: the API server refused it: %s", what, apiMessage(err))
+	}
+	return explainAccess(err, fmt.Sprintf("%s commandrun %s", o.verb(), key), "get and patch")
+}
+
+// explainAccess explains an error of the API server on an action: a refusal
+// by admission (with the server's message) or by RBAC (with the role to
+// ask for), or any other error.
+func explainAccess(err error, action, verb string) error {
+	if !apierrors.IsForbidden(err) {
+		return fmt.Errorf("failed to %s: %w", action, err)
+	}
+	if refusedByAdmission(err) {
+		return fmt.Errorf("failed to %s: refused by admission: %s", action, apiMessage(err))
+	}
+	return fmt.Errorf("failed to %s: forbidden: you need %s on commandruns, which the ClusterRole %s grants "+
+		"(ask for a RoleBinding to it in the namespace): %s", action, verb, approverRole, apiMessage(err))
+}
+
+// refusedByAdmission tells a Forbidden error of an admission policy or
+// webhook from one of authorization.
+func refusedByAdmission(err error) bool {
+	msg := apiMessage(err)
+	return strings.Contains(msg, "ValidatingAdmissionPolicy") || strings.Contains(msg, "admission webhook") ||
+		strings.Contains(msg, "denied request") || strings.Contains(msg, "denied the request")
+}
+
+// apiMessage is the message of an API server error.
+func apiMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}

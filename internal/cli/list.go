@@ -1,0 +1,266 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+const listLong = `List the CommandRuns of a namespace: the commands agents asked to run, what
+the policy decided, and how they ended.
+
+Columns: NAME, AGENT, COMMAND (its start), PHASE (Pending, AwaitingApproval,
+Running, Succeeded, Failed, Denied, Expired or TimedOut), ACTION (the
+policy's decision: Always, Ask or Never), EXIT (the command's exit code once
+it ran) and AGE. Runs are listed oldest first.
+
+With --pending, only the runs awaiting approval are listed, the most urgent
+first, with who asked (REQUESTED BY) and the DEADLINE after which a run
+expires unless someone approves or denies it; decide with
+'kubectl skills approve RUN' or 'kubectl skills deny RUN'. COMMAND shows only
+the start of a command, with characters that could drive a terminal
+replaced: read the whole command, and why the policy asks, before deciding:
+
+  kubectl get commandrun RUN -o jsonpath='{.spec.command}{"\n"}{.status.decision.reason}{"\n"}'
+
+The namespace is that of -n, else of the kubeconfig's context; -A lists every
+namespace and adds a NAMESPACE column. Listing needs 'list' on commandruns,
+which the kubeskills-approver ClusterRole grants.`
+
+const listExample = `  # Every run of the namespace agents
+  kubectl skills list -n agents
+
+  # What waits for a person, in every namespace
+  kubectl skills list --pending -A`
+
+// commandColumnRunes is how much of a command the COMMAND column shows.
+const commandColumnRunes = 48
+
+// listOptions are the flags of list.
+type listOptions struct {
+	*Options
+	pending       bool
+	allNamespaces bool
+}
+
+func newListCommand(o *Options) *cobra.Command {
+	opts := &listOptions{Options: o}
+	cmd := &cobra.Command{
+		Use:     "list [--pending] [-A]",
+		Short:   "List CommandRuns: what agents asked to run and what became of it",
+		Long:    listLong,
+		Example: listExample,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return opts.run(cmd.Context())
+		},
+	}
+	flags := cmd.Flags()
+	flags.BoolVar(&opts.pending, "pending", false, "List only the runs awaiting approval, with their deadline")
+	flags.BoolVarP(&opts.allNamespaces, "all-namespaces", "A", false, "List the runs of every namespace")
+	return cmd
+}
+
+// run lists the runs and prints the table.
+func (o *listOptions) run(ctx context.Context) error {
+	c, err := o.Client()
+	if err != nil {
+		return err
+	}
+	var opts []client.ListOption
+	where := "every namespace"
+	if !o.allNamespaces {
+		ns, err := o.Namespace()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, client.InNamespace(ns))
+		where = fmt.Sprintf("namespace %q", ns)
+	}
+	var list skillsv1.CommandRunList
+	if err := c.List(ctx, &list, opts...); err != nil {
+		return explainAccess(err, "list CommandRuns in "+where, "list")
+	}
+	runs := list.Items
+	if o.pending {
+		runs = awaiting(runs)
+	}
+	if len(runs) == 0 {
+		what := "No CommandRuns"
+		if o.pending {
+			what = "No CommandRuns awaiting approval"
+		}
+		_, _ = fmt.Fprintf(o.Streams.ErrOut, "%s in %s.\n", what, where)
+		return nil
+	}
+	return writeRunTable(o.Streams.Out, runs, runTable{pending: o.pending, namespaces: o.allNamespaces}, time.Now())
+}
+
+// awaiting keeps the runs awaiting approval.
+func awaiting(runs []skillsv1.CommandRun) []skillsv1.CommandRun {
+	var out []skillsv1.CommandRun
+	for _, r := range runs {
+		if r.Status.Phase == skillsv1.PhaseAwaitingApproval {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// runTable says which table writeRunTable prints.
+type runTable struct {
+	// pending prints the approval table: REQUESTED BY and DEADLINE instead
+	// of PHASE, ACTION and EXIT, the nearest deadline first.
+	pending bool
+	// namespaces adds a NAMESPACE column.
+	namespaces bool
+}
+
+// writeRunTable prints runs as a table, as of now. It sorts runs in place.
+func writeRunTable(w io.Writer, runs []skillsv1.CommandRun, t runTable, now time.Time) error {
+	sortRuns(runs, t.pending)
+	tw := tabwriter.NewWriter(w, 0, 8, 3, ' ', 0)
+	header := []string{"NAME", "AGENT", "COMMAND", "PHASE", "ACTION", "EXIT", "AGE"}
+	if t.pending {
+		header = []string{"NAME", "AGENT", "COMMAND", "REQUESTED BY", "DEADLINE", "AGE"}
+	}
+	if t.namespaces {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	_, _ = fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for i := range runs {
+		row := runRow(&runs[i], t.pending, now)
+		if t.namespaces {
+			row = append([]string{runs[i].Namespace}, row...)
+		}
+		_, _ = fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("failed to write table: %w", err)
+	}
+	return nil
+}
+
+// sortRuns orders runs by namespace, then oldest first, or for pending
+// runs the nearest deadline first.
+func sortRuns(runs []skillsv1.CommandRun, pending bool) {
+	sort.SliceStable(runs, func(i, j int) bool {
+		a, b := &runs[i], &runs[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		if pending {
+			da, db := deadlineOf(a), deadlineOf(b)
+			if !da.Equal(db) {
+				return da.Before(db)
+			}
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+}
+
+// deadlineOf is a run's approval deadline; runs without one sort last.
+func deadlineOf(r *skillsv1.CommandRun) time.Time {
+	if r.Status.ApprovalDeadline == nil {
+		return time.Unix(1<<40, 0)
+	}
+	return r.Status.ApprovalDeadline.Time
+}
+
+// runRow is one row of the table, without the namespace.
+func runRow(r *skillsv1.CommandRun, pending bool, now time.Time) []string {
+	command := r.Status.ShortCommand
+	if command == "" {
+		command = r.Spec.Command
+	}
+	row := []string{r.Name, printable(r.Spec.Agent), cell(command, commandColumnRunes)}
+	if pending {
+		row = append(row, cell(r.Spec.RequestedBy, 64), deadlineCell(r, now))
+	} else {
+		row = append(row, orNone(string(r.Status.Phase)), actionCell(r), exitCell(r))
+	}
+	return append(row, ageCell(r, now))
+}
+
+func actionCell(r *skillsv1.CommandRun) string {
+	if r.Status.Decision == nil {
+		return "<none>"
+	}
+	return string(r.Status.Decision.Action)
+}
+
+func exitCell(r *skillsv1.CommandRun) string {
+	if r.Status.Result == nil || r.Status.Result.ExitCode == nil {
+		return "<none>"
+	}
+	return fmt.Sprint(*r.Status.Result.ExitCode)
+}
+
+func ageCell(r *skillsv1.CommandRun, now time.Time) string {
+	if r.CreationTimestamp.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(now.Sub(r.CreationTimestamp.Time))
+}
+
+// deadlineCell shows the approval deadline in UTC and the time left.
+func deadlineCell(r *skillsv1.CommandRun, now time.Time) string {
+	if r.Status.ApprovalDeadline == nil {
+		return "<none>"
+	}
+	at := r.Status.ApprovalDeadline.Time
+	left := at.Sub(now)
+	when := "passed"
+	if left > 0 {
+		when = "in " + duration.HumanDuration(left)
+	}
+	return fmt.Sprintf("%s (%s)", at.UTC().Format(time.RFC3339), when)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// cell makes text fit a table cell: runs of white space become one space,
+// other characters that are not printable become U+FFFD (so that text an
+// agent wrote cannot drive the terminal), and text longer than max runes is
+// cut with an ellipsis.
+func cell(text string, max int) string {
+	text = printable(strings.Join(strings.Fields(text), " "))
+	if text == "" {
+		return "<none>"
+	}
+	if utf8.RuneCountInString(text) <= max {
+		return text
+	}
+	return string([]rune(text)[:max-1]) + "…"
+}
+
+// printable replaces the characters of text that are not printable (control
+// characters, escape sequences, bidirectional overrides) with U+FFFD.
+func printable(text string) string {
+	return strings.Map(func(r rune) rune {
+		if r == ' ' || unicode.IsPrint(r) {
+			return r
+		}
+		return utf8.RuneError
+	}, text)
+}
