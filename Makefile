@@ -65,9 +65,13 @@ build: ## Build the binaries into bin/.
 run: ## Run the manager against the cluster of the current kubeconfig.
 	go run ./cmd/manager
 
+# The sample agent's model for run-local: any OpenAI-compatible endpoint.
+MODEL_URL ?=
+MODEL ?=
+
 .PHONY: run-local
-run-local: envtest build ## Start a local control plane with the operator and the samples.
-	hack/run-local.sh
+run-local: envtest build ## Start a local control plane with the operator, the samples and the sample agent.
+	go run ./hack/local $(if $(MODEL_URL),--model-base-url=$(MODEL_URL)) $(if $(MODEL),--model-name=$(MODEL))
 
 .PHONY: docker-build
 docker-build: ## Build the image (needs a Docker engine).

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubeskills/kubeskills/internal/kubelettest"
+	"github.com/kubeskills/kubeskills/internal/kubeletfs"
 	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
@@ -48,7 +48,7 @@ func mountShards(t *testing.T, shards []skill.Shard) []string {
 	dirs := make([]string, len(shards))
 	for i, shard := range shards {
 		dirs[i] = filepath.Join(base, fmt.Sprintf("shard-%d", i))
-		kubelettest.MountConfigMap(t, dirs[i], kubelettest.Keys(shard.Data, shard.BinaryData))
+		kubeletfs.MountConfigMap(t, dirs[i], kubeletfs.Keys(shard.Data, shard.BinaryData))
 	}
 	return dirs
 }

@@ -13,10 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,14 +30,20 @@ import (
 )
 
 type options struct {
-	stateDir string
-	smoke    bool
+	stateDir    string
+	smoke       bool
+	agentBinary string
+	modelURL    string
+	modelName   string
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.stateDir, "state-dir", filepath.Join(testenv.RepoRoot(), "bin", "local"), "Directory for the kubeconfig and logs.")
-	flag.BoolVar(&o.smoke, "smoke", false, "Start, apply the samples, list them, and stop.")
+	flag.BoolVar(&o.smoke, "smoke", false, "Start, apply the samples, check them and the agent (and chat once when --model-base-url is set), and stop.")
+	flag.StringVar(&o.agentBinary, "agent-binary", filepath.Join(testenv.RepoRoot(), "bin", "agent"), "The agent runtime binary (make build).")
+	flag.StringVar(&o.modelURL, "model-base-url", "", "OpenAI-compatible endpoint of the sample agent; the Agent's own when empty.")
+	flag.StringVar(&o.modelName, "model-name", "", "Model of the sample agent; the Agent's own when empty.")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -83,23 +91,44 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
 	defer func() { cancelMgr(); <-mgrDone }()
 
+	// As in a cluster: identities on CommandRuns are checked at admission.
+	if err := env.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
+		return err
+	}
 	kubectl := kubectlFunc(env, kubeconfig, out)
 	if err := kubectl(ctx, "apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "samples")); err != nil {
 		return err
 	}
-	if o.smoke {
-		return kubectl(ctx, "get", "skills,agents,commandpolicies,commandruns")
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	agent, err := runAgent(agentCtx, env, o, "default", "ops")
+	if err != nil {
+		return err
 	}
+	if o.smoke {
+		return smoke(ctx, kubectl, agent, o.modelURL != "", out)
+	}
+	bin := filepath.Join(testenv.RepoRoot(), "bin")
 	fmt.Fprintf(out, `
-kubeskills runs locally (operator log: %s).
+kubeskills runs locally (logs: %s, %s).
 
   export KUBECONFIG=%s
-  export PATH=%s:$PATH
+  export PATH=%s:%s:$PATH
   kubectl get skills,agents,commandpolicies,commandruns
   kubectl describe skill cluster-health
 
+The sample agent "ops" listens on %s (its model: --model-base-url, --model-name):
+
+  curl -s %s/v1/chat/completions -H 'Authorization: Bearer %s' \
+    -H 'Content-Type: application/json' \
+    -d '{"model":"ops","messages":[{"role":"user","content":"Is the cluster healthy?"}]}'
+
+Commands the agent asks for appear in 'kubectl skills list --pending'; approve
+one with 'kubectl skills approve NAME'. There is no kubelet here: approved
+commands get their sandbox Job, which only a real cluster runs.
+
 Press Ctrl-C to stop.
-`, logFile.Name(), kubeconfig, filepath.Dir(env.KubectlPath()))
+`, logFile.Name(), agent.log, kubeconfig, bin, filepath.Dir(env.KubectlPath()), agent.url, agent.url, agent.token)
 	select {
 	case <-ctx.Done():
 		return nil
@@ -107,6 +136,53 @@ Press Ctrl-C to stop.
 		mgrDone <- err
 		return fmt.Errorf("manager stopped: %w", err)
 	}
+}
+
+// smoke checks what a newcomer sees: every kind is served, the samples are
+// Ready, and the agent serves its catalog behind its token.
+func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, agent *localAgent, chat bool, out io.Writer) error {
+	if err := kubectl(ctx, "wait", "--for=condition=Ready", "--timeout=60s", "skills", "--all"); err != nil {
+		return err
+	}
+	if err := kubectl(ctx, "get", "skills,agents,commandpolicies,commandruns"); err != nil {
+		return err
+	}
+	body, err := agentCall(ctx, agent, http.MethodGet, "/v1/skills", "")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "GET /v1/skills: %s\n", body)
+	if !chat {
+		return nil
+	}
+	answer, err := agentCall(ctx, agent, http.MethodPost, "/v1/chat/completions",
+		`{"model":"ops","messages":[{"role":"user","content":"Is the cluster healthy?"}]}`)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "POST /v1/chat/completions: %s\n", answer)
+	return nil
+}
+
+// agentCall calls the agent's API with its token and returns the body of a
+// 200 answer.
+func agentCall(ctx context.Context, agent *localAgent, method, path, body string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, agent.url+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+agent.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("failed to call %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the agent answered %d to %s %s: %s (%v)", resp.StatusCode, method, path, answer, err)
+	}
+	return answer, nil
 }
 
 // writeKubeconfig writes a cluster-admin kubeconfig for the control plane.

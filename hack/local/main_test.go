@@ -3,25 +3,50 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
+	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
 // TestSmoke runs the local demo as `make run-local` does, in its smoke mode:
-// the control plane starts, the samples apply, and kubectl lists every kind
-// (it fails on a kind the API server does not serve).
+// the control plane starts, the samples apply and become Ready, kubectl
+// lists every kind (it fails on a kind the API server does not serve), and
+// the sample agent, the real agent binary, serves its catalog and answers a
+// chat through a scripted model.
 func TestSmoke(t *testing.T) {
+	dir := t.TempDir()
+	binary := filepath.Join(dir, "agent")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/agent")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("failed to build the agent: %v\n%s", err, out)
+	}
+	model := modeltest.New(modeltest.Reply("The cluster is healthy: 3 nodes Ready."))
+	defer model.Close()
+
 	var out bytes.Buffer
-	if err := run(context.Background(), options{stateDir: t.TempDir(), smoke: true}, &out); err != nil {
+	o := options{stateDir: filepath.Join(dir, "state"), smoke: true, agentBinary: binary, modelURL: model.URL(), modelName: "scripted"}
+	if err := run(context.Background(), o, &out); err != nil {
 		t.Fatalf("run-local failed: %v\n%s", err, out.String())
 	}
 	for _, want := range []string{
-		"skill.kubeskills.io/cluster-health created",
+		"skill.kubeskills.io/cluster-health condition met",
 		"commandpolicy.kubeskills.io/read-only",
 		"agent.kubeskills.io/ops",
+		`GET /v1/skills: {`,
+		`"name":"cluster-health"`,
+		"The cluster is healthy: 3 nodes Ready.",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	reqs := model.Requests()
+	if len(reqs) == 0 || !strings.Contains(reqs[0].System(), "cluster-health") {
+		t.Errorf("the model was not sent the catalog: %+v", reqs)
 	}
 }

@@ -8,16 +8,16 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kubeskills/kubeskills/internal/kubelettest"
+	"github.com/kubeskills/kubeskills/internal/kubeletfs"
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
 
 // textKeys turns ConfigMap Data into volume keys.
-func textKeys(data map[string]string) map[string][]byte { return kubelettest.Keys(data, nil) }
+func textKeys(data map[string]string) map[string][]byte { return kubeletfs.Keys(data, nil) }
 
 // mountVolume mounts keys in dir as the kubelet does.
 func mountVolume(t testing.TB, dir string, keys map[string][]byte) {
-	kubelettest.MountConfigMap(t, dir, keys)
+	kubeletfs.MountConfigMap(t, dir, keys)
 }
 
 // mountCatalog encodes a catalog and mounts shard i at catalogDir/<i>. It

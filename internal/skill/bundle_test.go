@@ -9,7 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/kubeskills/kubeskills/internal/kubelettest"
+	"github.com/kubeskills/kubeskills/internal/kubeletfs"
 )
 
 // mountShards writes shards the way the kubelet mounts ConfigMap volumes:
@@ -21,7 +21,7 @@ func mountShards(t *testing.T, shards []Shard) []string {
 	dirs := make([]string, len(shards))
 	for i, shard := range shards {
 		dirs[i] = filepath.Join(base, fmt.Sprintf("shard-%d", i))
-		kubelettest.MountConfigMap(t, dirs[i], kubelettest.Keys(shard.Data, shard.BinaryData))
+		kubeletfs.MountConfigMap(t, dirs[i], kubeletfs.Keys(shard.Data, shard.BinaryData))
 	}
 	return dirs
 }

@@ -147,13 +147,19 @@ func kubernetesVersion() (string, error) {
 
 // AdminKubeconfig returns a kubeconfig for a cluster-admin user.
 func (e *Env) AdminKubeconfig() ([]byte, error) {
-	u, err := e.env.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, e.Config)
+	return e.UserKubeconfig("admin", "system:masters")
+}
+
+// UserKubeconfig returns a kubeconfig that authenticates as a user with
+// the given groups; RBAC decides what it may do.
+func (e *Env) UserKubeconfig(name string, groups ...string) ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: name, Groups: groups}, e.Config)
 	if err != nil {
-		return nil, fmt.Errorf("failed to add admin user: %w", err)
+		return nil, fmt.Errorf("failed to add user %s: %w", name, err)
 	}
 	data, err := u.KubeConfig()
 	if err != nil {
-		return nil, fmt.Errorf("failed to write admin kubeconfig: %w", err)
+		return nil, fmt.Errorf("failed to write the kubeconfig of %s: %w", name, err)
 	}
 	return data, nil
 }
