@@ -3,33 +3,25 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/cli"
 	"github.com/kubeskills/kubeskills/internal/cli/clitest"
-	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/runner"
-	"github.com/kubeskills/kubeskills/internal/sandbox"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
@@ -38,45 +30,21 @@ const (
 	interval = 50 * time.Millisecond
 )
 
-// podLogs holds the container logs a kubelet would serve, by
-// namespace/pod/container: envtest runs no kubelet.
-var podLogs sync.Map
+// operator is the operator's manager, running for the whole package.
+var operator *operatortest.Operator
 
 // startOperator installs what the operator ships for approvals (the
 // admission policy that makes identities truthful, the approver ClusterRole)
-// and runs the operator's manager, as cmd/manager builds it but with pod
-// logs read from podLogs. It returns a function that stops the manager.
+// and runs the operator. It returns a function that stops it.
 func startOperator(e *testenv.Env) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := e.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
+	if err := e.ApplyFiles(context.Background(), "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
 		panic(err)
 	}
-	var logs io.Writer = io.Discard
-	if os.Getenv("KUBESKILLS_TEST_LOG") != "" {
-		logs = os.Stderr
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logs)))
-	mgr, err := manager.New(ctx, e.Config, manager.Options{
-		MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 2, RunWorkers: 2,
-		Image: "example.com/kubeskills:test", SandboxImage: "example.com/toolbox:test",
-		Results: &controller.PodResultReader{Pods: e.Client, Logs: func(_ context.Context, ns, pod, container string) ([]byte, error) {
-			if log, ok := podLogs.Load(ns + "/" + pod + "/" + container); ok {
-				return log.([]byte), nil
-			}
-			return nil, fmt.Errorf("no log for %s/%s/%s", ns, pod, container)
-		}},
-	})
-	if err != nil {
+	var err error
+	if operator, err = operatortest.Start(e, manager.Options{}); err != nil {
 		panic(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			panic(err)
-		}
-	}()
-	return func() { cancel(); <-done }
+	return operator.Stop
 }
 
 // person is an envtest user: a client and a kubeconfig whose context's
@@ -449,42 +417,7 @@ func findCondition(run *skillsv1.CommandRun, typ string) *metav1.Condition {
 // Job's pod, whose runner reports res, and mark the Job complete.
 func finishJob(t *testing.T, ns, name string, res *runner.Result) {
 	t.Helper()
-	ctx := context.Background()
-	job := &batchv1.Job{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-x7k2p", Labels: job.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	if err := env.Client.Create(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	logLine, msg, _, err := runner.Encode(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	podLogs.Store(ns+"/"+pod.Name+"/"+sandbox.ContainerCommand, logLine)
-	now := metav1.Now()
-	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: sandbox.ContainerCommand,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: int32(res.ExitCode), Reason: "Completed", Message: string(msg), StartedAt: now, FinishedAt: now,
-		}},
-	}}}
-	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
-	job.Status.StartTime = &now
-	job.Status.Succeeded = 1
-	job.Status.CompletionTime = &now
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}
-	if err := env.Client.Status().Update(ctx, job); err != nil {
+	if err := operator.FinishJob(context.Background(), env.Client, ns, name, res, false); err != nil {
 		t.Fatal(err)
 	}
 }

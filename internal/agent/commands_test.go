@@ -13,7 +13,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,6 @@ import (
 	"github.com/kubeskills/kubeskills/internal/catalog"
 	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/runner"
-	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
 // helloBody is the instructions of the Skill the command tests serve.
@@ -197,37 +195,10 @@ func waitRun(t *testing.T, ns, command string, phase skillsv1.RunPhase) *skillsv
 }
 
 // finishJob does what the Job controller and the kubelet would: a pod for
-// the run's Job ran the command, its runner reported res, and the Job
-// completed.
+// the run's Job ran the command, its runner reported res, and the Job ended.
 func finishJob(t *testing.T, ns, name string, res *runner.Result) {
 	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	job := &batchv1.Job{}
-	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)).To(Succeed())
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-p0d", Labels: job.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	g.Expect(k8s.Create(ctx, pod)).To(Succeed())
-	logLine, msg, _, err := runner.Encode(res)
-	g.Expect(err).NotTo(HaveOccurred())
-	podLogs.Store(ns+"/"+pod.Name+"/"+sandbox.ContainerCommand, logLine)
-	now := metav1.Now()
-	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: sandbox.ContainerCommand,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: int32(res.ExitCode), Reason: "Completed", Message: string(msg), StartedAt: now, FinishedAt: now,
-		}},
-	}}}
-	g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
-	job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &now, &now, 1
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}
-	g.Expect(k8s.Status().Update(ctx, job)).To(Succeed())
+	NewWithT(t).Expect(operator.FinishJob(context.Background(), k8s, ns, name, res, false)).To(Succeed())
 }
 
 // answerWithOutput is a model step that reads the last tool result, as a

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,16 +20,14 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/agent"
 	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
 	"github.com/kubeskills/kubeskills/internal/catalog"
-	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/skill"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
@@ -42,49 +39,22 @@ var env *testenv.Env
 // k8s reads and writes straight to the API server as an admin.
 var k8s client.Client
 
-// podLogs holds the container logs a kubelet would serve, by
-// namespace/pod/container: envtest has no kubelet.
-var podLogs sync.Map
+// operator is the operator's manager, running for the whole package.
+var operator *operatortest.Operator
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env, k8s = e, e.Client
-		ctrl.SetLogger(zap.New(zap.WriteTo(testLog())))
-		ctx, cancel := context.WithCancel(context.Background())
 		// Identities on CommandRuns are checked as the operator ships them.
-		if err := e.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
+		if err := e.ApplyFiles(context.Background(), "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
 			panic(err)
 		}
-		mgr, err := manager.New(ctx, e.Config, manager.Options{
-			MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 2, RunWorkers: 2,
-			Image: "example.com/kubeskills:test", SandboxImage: "example.com/toolbox:test",
-			Results: &controller.PodResultReader{Pods: e.Client, Logs: func(_ context.Context, ns, pod, container string) ([]byte, error) {
-				if log, ok := podLogs.Load(ns + "/" + pod + "/" + container); ok {
-					return log.([]byte), nil
-				}
-				return nil, fmt.Errorf("no log for %s/%s", ns, pod)
-			}},
-		})
-		if err != nil {
+		var err error
+		if operator, err = operatortest.Start(e, manager.Options{}); err != nil {
 			panic(err)
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := mgr.Start(ctx); err != nil {
-				panic(err)
-			}
-		}()
-		return func() { cancel(); <-done }
+		return operator.Stop
 	}))
-}
-
-// testLog keeps logs quiet unless KUBESKILLS_TEST_LOG is set.
-func testLog() io.Writer {
-	if os.Getenv("KUBESKILLS_TEST_LOG") != "" {
-		return os.Stderr
-	}
-	return io.Discard
 }
 
 const (

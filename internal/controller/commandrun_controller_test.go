@@ -9,13 +9,14 @@ import (
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
@@ -70,59 +71,11 @@ func waitPhase(t *testing.T, ns, name string, phase skillsv1.RunPhase) *skillsv1
 	return run
 }
 
-// finishJob does what the Job controller and the kubelet would: create the
-// Job's pod, run it (its runner reports res), and mark the Job finished.
+// finishJob does what the Job controller and the kubelet would: the Job's
+// pod ran, its runner reported res, and the Job ended.
 func finishJob(t *testing.T, ns, name string, res *runner.Result, deadlineExceeded bool) {
 	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	job := &batchv1.Job{}
-	g.Expect(k8s.Get(ctx, keyOf(ns, name), job)).To(Succeed())
-
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-x7k2p", Labels: job.Spec.Template.Labels},
-		Spec:       *job.Spec.Template.Spec.DeepCopy(),
-	}
-	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}
-	g.Expect(k8s.Create(ctx, pod)).To(Succeed())
-	now := metav1.Now()
-	if res != nil {
-		logLine, msg, _, err := runner.Encode(res)
-		g.Expect(err).NotTo(HaveOccurred())
-		podLogs.Store(ns+"/"+pod.Name+"/"+sandbox.ContainerCommand, logLine)
-		pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
-			Name: sandbox.ContainerCommand,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: int32(res.ExitCode), Reason: "Completed", Message: string(msg), StartedAt: now, FinishedAt: now,
-			}},
-		}}}
-		if res.ExitCode != 0 {
-			pod.Status.Phase = corev1.PodFailed
-		}
-		g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
-	}
-
-	job.Status.StartTime = &now
-	switch {
-	case res != nil && res.ExitCode == 0:
-		job.Status.Succeeded = 1
-		job.Status.CompletionTime = &now
-		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		}
-	default:
-		reason := batchv1.JobReasonBackoffLimitExceeded
-		if deadlineExceeded {
-			reason = batchv1.JobReasonDeadlineExceeded
-		}
-		job.Status.Failed = 1
-		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: now},
-		}
-	}
-	g.Expect(k8s.Status().Update(ctx, job)).To(Succeed())
+	NewWithT(t).Expect(operator.FinishJob(context.Background(), k8s, ns, name, res, deadlineExceeded)).To(Succeed())
 }
 
 // jobs lists the Jobs of a run.
@@ -332,12 +285,9 @@ func TestFinishedRunsBeyondHistoryAreDeleted(t *testing.T) {
 // run twice.
 func TestSecondManagerCreatesNoSecondJob(t *testing.T) {
 	g := NewWithT(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	second, err := newManager(ctx, env)
+	second, err := operatortest.Start(env, manager.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
-	done := make(chan error, 1)
-	go func() { done <- second.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(second.Stop)
 
 	ns := commandSetup(t, nil)
 	for i := range 5 {

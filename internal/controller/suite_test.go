@@ -3,9 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,13 +13,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
-	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
@@ -32,51 +28,18 @@ var env *testenv.Env
 // k8s reads and writes straight to the API server, bypassing any cache.
 var k8s client.Client
 
+// operator is the operator's manager, running for the whole package.
+var operator *operatortest.Operator
+
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env, k8s = e, e.Client
-		ctrl.SetLogger(zap.New(zap.WriteTo(testLog())))
-		ctx, cancel := context.WithCancel(context.Background())
-		mgr, err := newManager(ctx, e)
-		if err != nil {
+		var err error
+		if operator, err = operatortest.Start(e, manager.Options{SkillWorkers: 4, RunWorkers: 4}); err != nil {
 			panic(err)
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := mgr.Start(ctx); err != nil {
-				panic(err)
-			}
-		}()
-		return func() { cancel(); <-done }
+		return operator.Stop
 	}))
-}
-
-// podLogs holds the container logs a kubelet would serve, by pod name:
-// envtest has no kubelet, so tests write them with the pod's status.
-var podLogs sync.Map
-
-// newManager returns the operator's manager as cmd/manager builds it, but
-// for reading pod logs from podLogs.
-func newManager(ctx context.Context, e *testenv.Env) (ctrl.Manager, error) {
-	return manager.New(ctx, e.Config, manager.Options{
-		MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4, RunWorkers: 4, SkipControllerNameValidation: true,
-		Image: "example.com/kubeskills:test", SandboxImage: "example.com/toolbox:test",
-		Results: &controller.PodResultReader{Pods: e.Client, Logs: func(_ context.Context, ns, pod, container string) ([]byte, error) {
-			if log, ok := podLogs.Load(ns + "/" + pod + "/" + container); ok {
-				return log.([]byte), nil
-			}
-			return nil, fmt.Errorf("no log for %s/%s", ns, pod)
-		}},
-	})
-}
-
-// testLog keeps the manager quiet unless KUBESKILLS_TEST_LOG is set.
-func testLog() io.Writer {
-	if os.Getenv("KUBESKILLS_TEST_LOG") != "" {
-		return os.Stderr
-	}
-	return io.Discard
 }
 
 var nsCounter atomic.Int64

@@ -10,8 +10,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
@@ -356,34 +355,11 @@ func makeAvailable(t *testing.T, ns, name string) {
 	}
 }
 
-// finishJob writes a run's Job status as the Job controller would once its
-// pod ended with the exit code the runner reports.
+// finishJob does what the Job controller and the kubelet would for a run's
+// Job: its pod ran and the runner reported exitCode.
 func finishJob(t *testing.T, ns, name string, exitCode int) {
 	t.Helper()
-	exitCodes.codes.Store(ns+"/"+name, exitCode)
-	NewWithT(t).Eventually(func() error {
-		job := &batchv1.Job{}
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		job.Status.StartTime = &now
-		if exitCode == 0 {
-			job.Status.Succeeded = 1
-			job.Status.CompletionTime = &now
-			job.Status.Conditions = []batchv1.JobCondition{
-				{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			}
-		} else {
-			job.Status.Failed = 1
-			job.Status.Conditions = []batchv1.JobCondition{
-				{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
-				{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded, LastTransitionTime: now},
-			}
-		}
-		return k8s.Status().Update(context.Background(), job)
-	}, timeout, interval).Should(Succeed())
+	NewWithT(t).Expect(operator.FinishJob(context.Background(), k8s, ns, name, &runner.Result{ExitCode: exitCode}, false)).To(Succeed())
 }
 
 // TestCommandRunHealth runs the CommandRun check on runs in each phase the

@@ -6,7 +6,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -21,14 +20,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/cli/clitest"
 	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/skill"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
@@ -41,7 +39,6 @@ var (
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env = e
-		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 		data, err := e.AdminKubeconfig()
 		if err != nil {
 			panic(err)
@@ -54,19 +51,11 @@ func TestMain(m *testing.M) {
 		if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
 			panic(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		mgr, err := manager.New(ctx, e.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4, RunWorkers: 4})
+		operator, err := operatortest.Start(e, manager.Options{})
 		if err != nil {
 			panic(err)
 		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := mgr.Start(ctx); err != nil {
-				panic(err)
-			}
-		}()
-		return func() { cancel(); <-done; _ = os.RemoveAll(dir) }
+		return func() { operator.Stop(); _ = os.RemoveAll(dir) }
 	}))
 }
 

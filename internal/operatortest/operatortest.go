@@ -1,0 +1,165 @@
+// Package operatortest runs the kubeskills operator in tests, against the
+// real API server of internal/testenv, with stand-ins for only what envtest
+// lacks: the Job controller and the kubelet, which a sandbox Job needs to
+// finish and to serve its pod's log.
+package operatortest
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/kubeskills/kubeskills/internal/controller"
+	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/runner"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
+	"github.com/kubeskills/kubeskills/internal/testenv"
+)
+
+// Images the operator is given in tests.
+const (
+	Image        = "example.com/kubeskills:test"
+	SandboxImage = "example.com/toolbox:test"
+)
+
+// Operator is the operator's manager running against a test API server.
+type Operator struct {
+	// logs holds the container logs a kubelet would serve, by
+	// namespace/pod/container.
+	logs sync.Map
+	stop func()
+}
+
+// Start runs the operator's manager as cmd/manager builds it, with the test
+// images, reading sandbox results from the pods FinishJob writes. Zero
+// fields of o get test defaults. The manager logs to stderr only when
+// KUBESKILLS_TEST_LOG is set.
+func Start(e *testenv.Env, o manager.Options) (*Operator, error) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(testLog())))
+	op := &Operator{}
+	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	// Tests may run a second manager beside the first, as a restart does.
+	o.SkipControllerNameValidation = true
+	o.SkillWorkers, o.RunWorkers = max(o.SkillWorkers, 2), max(o.RunWorkers, 2)
+	if o.Image == "" {
+		o.Image = Image
+	}
+	if o.SandboxImage == "" {
+		o.SandboxImage = SandboxImage
+	}
+	if o.Results == nil {
+		o.Results = &controller.PodResultReader{Pods: e.Client, Logs: op.log}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mgr, err := manager.New(ctx, e.Config, o)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	op.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "the operator stopped with:", err)
+		}
+	}
+	return op, nil
+}
+
+// Stop stops the manager and waits for it.
+func (op *Operator) Stop() { op.stop() }
+
+func (op *Operator) log(_ context.Context, ns, pod, container string) ([]byte, error) {
+	if log, ok := op.logs.Load(ns + "/" + pod + "/" + container); ok {
+		return log.([]byte), nil
+	}
+	return nil, fmt.Errorf("no log for %s/%s %s", ns, pod, container)
+}
+
+// FinishJob does what the Job controller and the kubelet would for the
+// sandbox Job ns/name: a pod of the Job ran, its runner reported res
+// (through the termination message, and the log it keeps), and the Job
+// completed, or failed when the exit code is not 0. A nil res is a pod that
+// never ran the command; deadlineExceeded fails the Job on its deadline.
+func (op *Operator) FinishJob(ctx context.Context, c client.Client, ns, name string, res *runner.Result, deadlineExceeded bool) error {
+	job := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
+		return err
+	}
+	if res != nil {
+		if err := op.runPod(ctx, c, job, res); err != nil {
+			return err
+		}
+	}
+	now := metav1.Now()
+	job.Status.StartTime = &now
+	if res != nil && res.ExitCode == 0 && !deadlineExceeded {
+		job.Status.Succeeded, job.Status.CompletionTime = 1, &now
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}
+	} else {
+		reason := batchv1.JobReasonBackoffLimitExceeded
+		if deadlineExceeded {
+			reason = batchv1.JobReasonDeadlineExceeded
+		}
+		job.Status.Failed = 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: now},
+		}
+	}
+	return c.Status().Update(ctx, job)
+}
+
+// runPod creates the Job's pod and writes its status as the kubelet would
+// once the runner reported res.
+func (op *Operator) runPod(ctx context.Context, c client.Client, job *batchv1.Job, res *runner.Result) error {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: job.Namespace, Name: job.Name + "-x7k2p", Labels: job.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
+		},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		return err
+	}
+	logLine, msg, _, err := runner.Encode(res)
+	if err != nil {
+		return err
+	}
+	op.logs.Store(pod.Namespace+"/"+pod.Name+"/"+sandbox.ContainerCommand, logLine)
+	now := metav1.Now()
+	phase := corev1.PodSucceeded
+	if res.ExitCode != 0 {
+		phase = corev1.PodFailed
+	}
+	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: sandbox.ContainerCommand,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: int32(res.ExitCode), Reason: "Completed", Message: string(msg), StartedAt: now, FinishedAt: now,
+		}},
+	}}}
+	return c.Status().Update(ctx, pod)
+}
+
+// testLog keeps the manager quiet unless KUBESKILLS_TEST_LOG is set.
+func testLog() io.Writer {
+	if os.Getenv("KUBESKILLS_TEST_LOG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}
