@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/onsi/gomega"
 
 	"github.com/kubeskills/kubeskills/internal/agent"
 	"github.com/kubeskills/kubeskills/internal/catalog"
@@ -117,13 +118,10 @@ func get(url, token string) (int, string) {
 // waitFor polls url until it answers 200, for at most ten seconds.
 func waitFor(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for code, _ := get(url, ""); code != http.StatusOK; code, _ = get(url, "") {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never answered 200", url)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	gomega.NewWithT(t).Eventually(func() int {
+		code, _ := get(url, "")
+		return code
+	}, 10*time.Second, 20*time.Millisecond).Should(gomega.Equal(http.StatusOK), "%s never answered 200", url)
 }
 
 // TestFlagsAreChecked: required flags and the temperature are checked.

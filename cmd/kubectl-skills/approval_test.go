@@ -16,6 +16,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/onsi/gomega"
+
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/cli"
 	"github.com/kubeskills/kubeskills/internal/cli/clitest"
@@ -160,17 +162,7 @@ func approvalSetup(t *testing.T, ns string) map[string]person {
 // eventually polls f until it returns nil, or fails the test.
 func eventually(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(interval)
-	}
+	gomega.NewWithT(t).Eventually(f, timeout, interval).Should(gomega.Succeed(), what)
 }
 
 // getRun reads a run as the admin.

@@ -276,10 +276,10 @@ func TestOddTextInCluster(t *testing.T) {
 func TestKubectlPlugin(t *testing.T) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go tool to build the plugin")
+		t.Fatalf("no go tool to build the plugin: %v", err)
 	}
 	if _, err := os.Stat(env.KubectlPath()); err != nil {
-		t.Skip("no kubectl beside the API server")
+		t.Fatalf("no kubectl beside the API server (make envtest builds it): %v", err)
 	}
 	bin := t.TempDir()
 	if out, err := exec.Command(goTool, "build", "-o", filepath.Join(bin, "kubectl-skills"), ".").CombinedOutput(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	"github.com/kubeskills/kubeskills/internal/runner"
 )
 
@@ -156,17 +158,9 @@ func TestRunnerForwardsSIGTERM(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatal("the command did not start")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	gomega.NewWithT(t).Eventually(func() error { _, err := os.Stat(filepath.Join(dir, "started")); return err },
+		5*time.Second, 5*time.Millisecond).Should(gomega.Succeed(), "the command did not start")
 	// A signal that lands while the shell forks sleep can be lost in the
 	// child, which the runner then kills after its grace: allow for it.
 	start := time.Now()

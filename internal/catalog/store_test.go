@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onsi/gomega"
+
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
 
@@ -323,13 +325,7 @@ func TestReloadKeepsPrevious(t *testing.T) {
 // eventually polls cond until it holds or a deadline passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within 5s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	gomega.NewWithT(t).Eventually(cond, 5*time.Second, 5*time.Millisecond).Should(gomega.BeTrue(), "%s did not happen within 5s", what)
 }
 
 func TestWatch(t *testing.T) {

@@ -9,21 +9,15 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/onsi/gomega"
 )
 
 // waitForFile polls until path exists or the deadline passes.
 func waitForFile(t *testing.T, path string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %s", path, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	gomega.NewWithT(t).Eventually(func() error { _, err := os.Stat(path); return err }, within, 5*time.Millisecond).
+		Should(gomega.Succeed(), "%s did not appear within %s", path, within)
 }
 
 func TestRunCommands(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -226,24 +227,21 @@ func toTyped[T any](t *testing.T, u *unstructured.Unstructured) *T {
 
 // waitForCRD waits until a CRD is established and its kind is served.
 func waitForCRD(ctx context.Context, name string) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		crd := &unstructured.Unstructured{}
 		crd.SetAPIVersion("apiextensions.k8s.io/v1")
 		crd.SetKind("CustomResourceDefinition")
-		err := k8s.Get(ctx, client.ObjectKey{Name: name}, crd)
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-			if slices.ContainsFunc(conds, func(c any) bool {
-				m, _ := c.(map[string]any)
-				return m["type"] == "Established" && m["status"] == "True"
-			}) {
-				return nil
-			}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			return false, client.IgnoreNotFound(err)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("CRD %s is not established: %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		return slices.ContainsFunc(conds, func(c any) bool {
+			m, _ := c.(map[string]any)
+			return m["type"] == "Established" && m["status"] == "True"
+		}), nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRD %s is not established: %w", name, err)
 	}
+	return nil
 }
