@@ -27,6 +27,16 @@ const (
 	PhaseTimedOut RunPhase = "TimedOut"
 )
 
+// Terminal tells whether a run in this phase has ended; its status then
+// never changes again.
+func (p RunPhase) Terminal() bool {
+	switch p {
+	case PhaseSucceeded, PhaseFailed, PhaseDenied, PhaseExpired, PhaseTimedOut:
+		return true
+	}
+	return false
+}
+
 // ApprovalDecision is a person's answer to a command that waits for one.
 // +kubebuilder:validation:Enum=Approved;Denied
 type ApprovalDecision string

@@ -111,7 +111,7 @@ func (c *commander) watch(ctx context.Context, run *skillsv1.CommandRun) (*Comma
 	lim := &limits{deadline: time.NewTimer(c.wait), approvalWait: c.approvalWait}
 	defer lim.stop()
 	for {
-		if isTerminal(run.Status.Phase) {
+		if run.Status.Phase.Terminal() {
 			return finished(run), nil
 		}
 		lim.see(run)
@@ -171,7 +171,7 @@ func (c *commander) events(ctx context.Context, w watch.Interface, run *skillsv1
 				run.ResourceVersion = next.ResourceVersion
 				continue
 			}
-			if isTerminal(next.Status.Phase) {
+			if next.Status.Phase.Terminal() {
 				return finished(next), nil
 			}
 			lim.see(next)
@@ -218,15 +218,6 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// isTerminal tells whether a run has ended.
-func isTerminal(p skillsv1.RunPhase) bool {
-	switch p {
-	case skillsv1.PhaseSucceeded, skillsv1.PhaseFailed, skillsv1.PhaseDenied, skillsv1.PhaseExpired, skillsv1.PhaseTimedOut:
-		return true
-	}
-	return false
 }
 
 // finished reports a run that ended: its output when it ran, and why it

@@ -91,7 +91,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	before := run.DeepCopy()
 	result, err := r.reconcile(ctx, run)
 	r.recordTransition(before, run)
-	if !isTerminal(before.Status.Phase) && isTerminal(run.Status.Phase) {
+	if !before.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
 		// Come back once the status is written, to prune the history.
 		result = ctrl.Result{RequeueAfter: time.Second}
 	}
@@ -106,7 +106,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 //  4. Always or approved: the sandbox Job runs (Running), and its result
 //     ends the run (Succeeded, Failed or TimedOut).
 func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
-	if isTerminal(run.Status.Phase) {
+	if run.Status.Phase.Terminal() {
 		return r.collect(ctx, run)
 	}
 	run.Status.ObservedGeneration = run.Generation
@@ -117,7 +117,7 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.Comm
 		}
 	}
 	switch d := run.Status.Decision; {
-	case isTerminal(run.Status.Phase):
+	case run.Status.Phase.Terminal():
 		return ctrl.Result{}, nil
 	case d.Action == skillsv1.ActionNever:
 		endRun(run, skillsv1.PhaseDenied, "Denied by the policy: "+d.Reason, r.now())
@@ -126,7 +126,7 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.Comm
 		if wait, waiting := r.awaitApproval(run); waiting {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		if isTerminal(run.Status.Phase) {
+		if run.Status.Phase.Terminal() {
 			return ctrl.Result{}, nil
 		}
 	}
@@ -346,7 +346,7 @@ func (r *CommandRunReconciler) history(ctx context.Context, run *skillsv1.Comman
 func finishedNewestFirst(runs []skillsv1.CommandRun) []*skillsv1.CommandRun {
 	finished := make([]*skillsv1.CommandRun, 0, len(runs))
 	for i := range runs {
-		if isTerminal(runs[i].Status.Phase) && runs[i].Status.CompletionTime != nil && runs[i].DeletionTimestamp.IsZero() {
+		if runs[i].Status.Phase.Terminal() && runs[i].Status.CompletionTime != nil && runs[i].DeletionTimestamp.IsZero() {
 			finished = append(finished, &runs[i])
 		}
 	}

@@ -15,15 +15,6 @@ import (
 // shortCommandRunes is how much of a command `kubectl get` shows.
 const shortCommandRunes = 60
 
-// isTerminal tells whether a run has ended; its status then never changes.
-func isTerminal(p skillsv1.RunPhase) bool {
-	switch p {
-	case skillsv1.PhaseSucceeded, skillsv1.PhaseFailed, skillsv1.PhaseDenied, skillsv1.PhaseExpired, skillsv1.PhaseTimedOut:
-		return true
-	}
-	return false
-}
-
 // setRunPhase moves a run to a phase that is not terminal: Succeeded is
 // Unknown, with the phase as its reason.
 func setRunPhase(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string) {
@@ -34,7 +25,7 @@ func setRunPhase(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string) 
 // endRun moves a run to a terminal phase, once: Succeeded is True for
 // PhaseSucceeded and False for the others, and never changes again.
 func endRun(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string, now time.Time) {
-	if isTerminal(run.Status.Phase) {
+	if run.Status.Phase.Terminal() {
 		return
 	}
 	status := metav1.ConditionFalse
