@@ -181,12 +181,9 @@ func TestCommandRunUpdates(t *testing.T) {
 // TestKubectlApply shows what a person sees: kubectl apply of a broken Skill
 // is refused with a message naming the field, and nothing is stored.
 func TestKubectlApply(t *testing.T) {
-	kubeconfig, err := env.AdminKubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600); err != nil {
+	kubeconfig, err := env.WriteAdminKubeconfig(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
 	manifest := func(name, description string) string {
@@ -205,7 +202,7 @@ func TestKubectlApply(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.manifest), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			out, err := exec.Command(env.KubectlPath(), "--kubeconfig", filepath.Join(dir, "kubeconfig"), "apply", "-f", path).CombinedOutput()
+			out, err := exec.Command(env.KubectlPath(), "--kubeconfig", kubeconfig, "apply", "-f", path).CombinedOutput()
 			if err == nil {
 				t.Fatalf("kubectl apply succeeded, want a refusal:\n%s", out)
 			}

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	kubescheme "github.com/kubeskills/kubeskills/internal/scheme"
+
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,7 +55,7 @@ func run(ctx context.Context, o agent.Options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("failed to find a Kubernetes config: %w", err)
 	}
-	scheme, err := agent.NewScheme()
+	scheme, err := kubescheme.New()
 	if err != nil {
 		return err
 	}

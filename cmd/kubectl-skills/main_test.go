@@ -29,16 +29,11 @@ var (
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env = e
-		data, err := e.AdminKubeconfig()
-		if err != nil {
-			panic(err)
-		}
 		dir, err := os.MkdirTemp("", "kubectl-skills-")
 		if err != nil {
 			panic(err)
 		}
-		kubeconfig = filepath.Join(dir, "kubeconfig")
-		if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		if kubeconfig, err = e.WriteAdminKubeconfig(dir); err != nil {
 			panic(err)
 		}
 		stopOperator := startOperator(e)

@@ -187,15 +187,7 @@ func agentCall(ctx context.Context, agent *localAgent, method, path, body string
 
 // writeKubeconfig writes a cluster-admin kubeconfig for the control plane.
 func writeKubeconfig(env *testenv.Env, dir string) (string, error) {
-	data, err := env.AdminKubeconfig()
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return "", fmt.Errorf("failed to write kubeconfig %s: %w", path, err)
-	}
-	return path, nil
+	return env.WriteAdminKubeconfig(dir)
 }
 
 // kubectlFunc runs the kubectl built beside the control plane.

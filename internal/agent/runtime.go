@@ -28,11 +28,8 @@ import (
 
 	"github.com/go-logr/logr"
 	authnv1 "k8s.io/api/authentication/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/catalog"
 )
 
@@ -247,18 +244,6 @@ func (o *Options) Config() (Config, error) {
 		cfg.Namespace = strings.TrimSpace(string(data))
 	}
 	return cfg, nil
-}
-
-// NewScheme returns a scheme with the kinds the runtime reads and writes.
-func NewScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("failed to add core kinds to scheme: %w", err)
-	}
-	if err := skillsv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("failed to add kubeskills kinds to scheme: %w", err)
-	}
-	return scheme, nil
 }
 
 // WhoAmI asks the API server which user the client authenticates as, with

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,14 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -61,18 +57,6 @@ const (
 	timeout  = 20 * time.Second
 	interval = 50 * time.Millisecond
 )
-
-var nsCounter atomic.Int64
-
-// namespace creates a namespace of its own for a test.
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("agent-%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
 
 // Skills most tests serve. Their bodies carry markers, so a test can tell
 // whether a body reached the model.
@@ -325,3 +309,6 @@ func contains(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// namespace creates a namespace of its own for a test.
+func namespace(t *testing.T) string { return env.Namespace(t) }

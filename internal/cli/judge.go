@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -133,22 +134,13 @@ func keepApplicable(v *verdict) {
 		"spec.description": spec.Description, "spec.instructions": spec.Instructions,
 		"spec.frontMatter": spec.FrontMatter, "spec.license": spec.License, "spec.compatibility": spec.Compatibility,
 	}
-	for _, field := range sortedKeys(fields) {
+	for _, field := range slices.Sorted(maps.Keys(fields)) {
 		if i := strings.IndexFunc(fields[field], skill.NotApplySafe); i >= 0 {
 			r, _ := utf8.DecodeRuneInString(fields[field][i:])
 			v.warn(field, fmt.Sprintf("the text holds the character %U, which `kubectl apply --server-side` refuses or turns into a space", r),
 				"remove it from SKILL.md, or apply with `kubectl create`")
 		}
 	}
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // object judges a Skill read from a manifest: the conversion, every rule of

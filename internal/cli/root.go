@@ -17,13 +17,12 @@ import (
 	"fmt"
 	"io"
 
+	kubescheme "github.com/kubeskills/kubeskills/internal/scheme"
+
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 )
 
 // Exit codes of the plugin.
@@ -91,9 +90,9 @@ func newClient(flags *genericclioptions.ConfigFlags) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
 	}
-	scheme := runtime.NewScheme()
-	if err := skillsv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("failed to build scheme: %w", err)
+	scheme, err := kubescheme.New()
+	if err != nil {
+		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {

@@ -3,8 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -12,10 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/controller"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/skill"
 	"github.com/kubeskills/kubeskills/internal/skillapi"
 )
@@ -53,18 +51,9 @@ func waitSkill(t *testing.T, ns, name string) *skillsv1.Skill {
 
 // servedShards reads back what the Skill's ConfigMaps serve, shard 0 first.
 func servedShards(g Gomega, ns, name string) ([]corev1.ConfigMap, []skill.Shard) {
-	var list corev1.ConfigMapList
-	g.Expect(k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{skillsv1.LabelSkill: name})).To(Succeed())
-	sort.Slice(list.Items, func(i, j int) bool {
-		a, _ := strconv.Atoi(list.Items[i].Labels[controller.LabelShard])
-		b, _ := strconv.Atoi(list.Items[j].Labels[controller.LabelShard])
-		return a < b
-	})
-	shards := make([]skill.Shard, len(list.Items))
-	for i, cm := range list.Items {
-		shards[i] = skill.Shard{Data: cm.Data, BinaryData: cm.BinaryData}
-	}
-	return list.Items, shards
+	cms, shards, err := operatortest.ServedShards(context.Background(), k8s, ns, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	return cms, shards
 }
 
 func TestSkillIsServedAsConfigMap(t *testing.T) {

@@ -2,14 +2,11 @@ package controller_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,18 +37,6 @@ func TestMain(m *testing.M) {
 		}
 		return operator.Stop
 	}))
-}
-
-var nsCounter atomic.Int64
-
-// namespace creates a namespace of its own for a test.
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
 }
 
 const (
@@ -85,3 +70,6 @@ func getSkill(g Gomega, ns, name string) *skillsv1.Skill {
 }
 
 func keyOf(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// namespace creates a namespace of its own for a test.
+func namespace(t *testing.T) string { return env.Namespace(t) }

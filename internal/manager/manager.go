@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 
+	kubescheme "github.com/kubeskills/kubeskills/internal/scheme"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,14 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 	"github.com/kubeskills/kubeskills/internal/skill"
@@ -78,22 +77,10 @@ const (
 	DefaultSandboxImage = "docker.io/library/busybox:1.37"
 )
 
-// NewScheme returns a scheme with the core and kubeskills kinds.
-func NewScheme() (*runtime.Scheme, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("failed to add core kinds to scheme: %w", err)
-	}
-	if err := skillsv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("failed to add kubeskills kinds to scheme: %w", err)
-	}
-	return scheme, nil
-}
-
 // New returns a manager with every reconciler and the health checks set up;
 // the caller starts it.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	scheme, err := NewScheme()
+	scheme, err := kubescheme.New()
 	if err != nil {
 		return nil, err
 	}

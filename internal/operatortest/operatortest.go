@@ -9,7 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strconv"
 	"sync"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +27,7 @@ import (
 	"github.com/kubeskills/kubeskills/internal/manager"
 	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
+	"github.com/kubeskills/kubeskills/internal/skill"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
@@ -162,4 +167,23 @@ func testLog() io.Writer {
 		return os.Stderr
 	}
 	return io.Discard
+}
+
+// ServedShards reads back the ConfigMaps that serve the Skill ns/name and
+// their content, shard 0 first.
+func ServedShards(ctx context.Context, c client.Reader, ns, name string) ([]corev1.ConfigMap, []skill.Shard, error) {
+	var list corev1.ConfigMapList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{skillsv1.LabelSkill: name}); err != nil {
+		return nil, nil, err
+	}
+	shard := func(cm corev1.ConfigMap) int {
+		i, _ := strconv.Atoi(cm.Labels[controller.LabelShard])
+		return i
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return shard(list.Items[i]) < shard(list.Items[j]) })
+	shards := make([]skill.Shard, len(list.Items))
+	for i, cm := range list.Items {
+		shards[i] = skill.Shard{Data: cm.Data, BinaryData: cm.BinaryData}
+	}
+	return list.Items, shards, nil
 }

@@ -3,6 +3,7 @@ package skill
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -227,7 +228,7 @@ func validateMetadata(r *Report, metadata map[string]string) {
 	if len(metadata) > MaxMetadataEntries {
 		r.errorf(fieldMetadata, fmt.Sprintf("%d entries, more than %d", len(metadata), MaxMetadataEntries), "keep fewer entries")
 	}
-	for _, k := range sortedKeys(metadata) {
+	for _, k := range slices.Sorted(maps.Keys(metadata)) {
 		field := fmt.Sprintf("%s[%s]", fieldMetadata, k)
 		switch {
 		case k == "":
@@ -330,8 +331,8 @@ func agree(r *Report, key, inFrontMatter, field, inField string) {
 // agreeMetadata reports every metadata entry on which the front matter and
 // spec.metadata differ.
 func agreeMetadata(r *Report, inFrontMatter, inField map[string]string) {
-	keys := sortedKeys(inFrontMatter)
-	for _, k := range sortedKeys(inField) {
+	keys := slices.Sorted(maps.Keys(inFrontMatter))
+	for _, k := range slices.Sorted(maps.Keys(inField)) {
 		if _, ok := inFrontMatter[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -374,13 +375,4 @@ func quoteList(items []string) string {
 		quoted[i] = fmt.Sprintf("%q", item)
 	}
 	return "[" + strings.Join(quoted, " ") + "]"
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -15,17 +15,21 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kubescheme "github.com/kubeskills/kubeskills/internal/scheme"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-
-	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 )
 
 // Env is a running control plane.
@@ -37,7 +41,8 @@ type Env struct {
 	// Scheme knows the kubeskills and core kinds.
 	Scheme *k8sruntime.Scheme
 
-	env *envtest.Environment
+	env        *envtest.Environment
+	namespaces atomic.Int64
 }
 
 // RepoRoot is the root of the kubeskills checkout.
@@ -52,12 +57,9 @@ func Start() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	scheme := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("failed to build scheme: %w", err)
-	}
-	if err := skillsv1.AddToScheme(scheme); err != nil {
-		return nil, fmt.Errorf("failed to build scheme: %w", err)
+	scheme, err := kubescheme.New()
+	if err != nil {
+		return nil, err
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
@@ -145,9 +147,28 @@ func kubernetesVersion() (string, error) {
 	return "", fmt.Errorf("failed to find k8s.io/kubernetes in hack/k8s/go.mod")
 }
 
-// AdminKubeconfig returns a kubeconfig for a cluster-admin user.
-func (e *Env) AdminKubeconfig() ([]byte, error) {
-	return e.UserKubeconfig("admin", "system:masters")
+// WriteAdminKubeconfig writes dir/kubeconfig for a cluster-admin user and
+// returns its path.
+func (e *Env) WriteAdminKubeconfig(dir string) (string, error) {
+	data, err := e.UserKubeconfig("admin", "system:masters")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("failed to write kubeconfig %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// Namespace creates a namespace of its own for a test and returns its name.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("t%d-%d", os.Getpid()%10000, e.namespaces.Add(1))}}
+	if err := e.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("failed to create namespace %s: %v", ns.Name, err)
+	}
+	return ns.Name
 }
 
 // UserKubeconfig returns a kubeconfig that authenticates as a user with

@@ -80,13 +80,9 @@ func setup(ctx context.Context) error {
 			return fmt.Errorf("failed to create namespace %s: %w", name, err)
 		}
 	}
-	data, err := env.AdminKubeconfig()
-	if err != nil {
+	var err error
+	if kubeconfig, err = env.WriteAdminKubeconfig(helmHome); err != nil {
 		return err
-	}
-	kubeconfig = filepath.Join(helmHome, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
-		return fmt.Errorf("failed to write kubeconfig: %w", err)
 	}
 	if err := env.ApplyFiles(ctx, "test/charts/testdata/servicemonitor-crd.yaml"); err != nil {
 		return err

@@ -108,11 +108,9 @@ patches:
 // settings already there and add the four checks.
 func TestConfigMapPatchInstalls(t *testing.T) {
 	g := NewWithT(t)
-	kubeconfig, err := env.AdminKubeconfig()
-	g.Expect(err).NotTo(HaveOccurred())
 	dir := t.TempDir()
-	kubeconfigPath := filepath.Join(dir, "kubeconfig")
-	g.Expect(os.WriteFile(kubeconfigPath, kubeconfig, 0o600)).To(Succeed())
+	kubeconfigPath, err := env.WriteAdminKubeconfig(dir)
+	g.Expect(err).NotTo(HaveOccurred())
 	patch := filepath.Join(testenv.RepoRoot(), patchFile)
 	existing := map[string]string{"url": "https://argocd.example.com", "timeout.reconciliation": "180s"}
 

@@ -1,15 +1,11 @@
 package health
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeskills/kubeskills/internal/manager"
@@ -38,20 +34,13 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// nsCounter and nameCounter make names unique within a run.
-var nsCounter, nameCounter atomic.Int64
-
-// namespace creates a namespace of its own for a test.
-func namespace(t *testing.T) string {
-	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("health-%d-%d", time.Now().UnixNano()%100000, nsCounter.Add(1))}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return ns.Name
-}
+// nameCounter makes names unique within a run.
+var nameCounter atomic.Int64
 
 const (
 	timeout  = 20 * time.Second
 	interval = 50 * time.Millisecond
 )
+
+// namespace creates a namespace of its own for a test.
+func namespace(t *testing.T) string { return env.Namespace(t) }

@@ -10,21 +10,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/cli/clitest"
-	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/manager"
 	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/skill"
@@ -39,16 +36,11 @@ var (
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env = e
-		data, err := e.AdminKubeconfig()
-		if err != nil {
-			panic(err)
-		}
 		dir, err := os.MkdirTemp("", "kubeskills-integration-")
 		if err != nil {
 			panic(err)
 		}
-		kubeconfig = filepath.Join(dir, "kubeconfig")
-		if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		if kubeconfig, err = e.WriteAdminKubeconfig(dir); err != nil {
 			panic(err)
 		}
 		operator, err := operatortest.Start(e, manager.Options{})
@@ -111,17 +103,8 @@ func TestSamplesImportApplyServeExport(t *testing.T) {
 
 // servedShards reads a Skill's ConfigMaps, shard 0 first.
 func servedShards(g Gomega, ctx context.Context, name string) []skill.Shard {
-	var list corev1.ConfigMapList
-	g.Expect(env.Client.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{skillsv1.LabelSkill: name})).To(Succeed())
-	sort.Slice(list.Items, func(i, j int) bool {
-		a, _ := strconv.Atoi(list.Items[i].Labels[controller.LabelShard])
-		b, _ := strconv.Atoi(list.Items[j].Labels[controller.LabelShard])
-		return a < b
-	})
-	shards := make([]skill.Shard, len(list.Items))
-	for i, cm := range list.Items {
-		shards[i] = skill.Shard{Data: cm.Data, BinaryData: cm.BinaryData}
-	}
+	_, shards, err := operatortest.ServedShards(ctx, env.Client, "default", name)
+	g.Expect(err).NotTo(HaveOccurred())
 	return shards
 }
 
