@@ -41,7 +41,10 @@ const (
 // commands as sandboxed Jobs and records their results.
 type CommandRunReconciler struct {
 	client.Client
-	Recorder recorder.EventRecorder
+	// APIReader reads without the cache, to confirm that an object the run
+	// names does not exist before denying the run.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
 	// Results reads what a finished Job's runner reported.
 	Results ResultReader
 	// RunnerImage is the image holding the runner (the operator's own).
@@ -190,14 +193,26 @@ func (r *CommandRunReconciler) resolve(ctx context.Context, run *skillsv1.Comman
 		return nil, nil, reason, err
 	}
 	if skl.Status.ServedGeneration == 0 || len(skl.Status.ConfigMaps) == 0 {
+		// The cache may lag behind a skill served a moment ago.
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(skl), skl); client.IgnoreNotFound(err) != nil {
+			return nil, nil, "", fmt.Errorf("failed to get Skill %s: %w", klog.KObj(skl), err)
+		}
+	}
+	if skl.Status.ServedGeneration == 0 || len(skl.Status.ConfigMaps) == 0 {
 		return nil, nil, fmt.Sprintf("Skill %q is not served", skl.Name), nil
 	}
 	return pol, skl, "", nil
 }
 
-// getOrReason gets an object; NotFound becomes a reason to deny.
+// getOrReason gets an object; NotFound becomes a reason to deny. A denial
+// is final, so what the cache does not hold is looked up on the API server
+// too: an object created a moment ago may not have reached the cache yet.
 func (r *CommandRunReconciler) getOrReason(ctx context.Context, ns, name string, obj client.Object, kind string) (string, error) {
-	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	err := r.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, obj)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("%s %q not found", kind, name), nil

@@ -155,6 +155,7 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	runs := &controller.CommandRunReconciler{
 		Policies:     policyCache,
 		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
 		Recorder:     mgr.GetEventRecorder("kubeskills-commandrun"),
 		Results:      results,
 		RunnerImage:  o.Image,
