@@ -8,7 +8,8 @@
 // what the model was sent. When the script runs out, requests get 400.
 //
 // Tests start one with New; an end-to-end harness can run one as a process
-// with Serve and fixtures loaded by LoadSteps.
+// with Serve and fixtures loaded by LoadSteps, and script it over HTTP with
+// the admin API (see Admin).
 package modeltest
 
 import (
@@ -55,6 +56,11 @@ type Step struct {
 	RetryAfterMillis int `json:"retryAfterMillis,omitempty"`
 	// DelayMillis delays the answer, or until the client gives up.
 	DelayMillis int `json:"delayMillis,omitempty"`
+	// EchoToolResults makes the answer's content Content followed by the
+	// contents of the request's tool messages since its last user message
+	// (see Request.RecentToolResults), one a line: a model that reports
+	// what its tools returned, scripted from a file.
+	EchoToolResults bool `json:"echoToolResults,omitempty"`
 	// Respond, when set, makes the step from the request it answers, as a
 	// model that reads its tool results would. It cannot come from a file.
 	Respond func(Request) Step `json:"-"`
@@ -125,9 +131,11 @@ func (s *Server) Requests() []Request {
 }
 
 // Handler serves the chat completions API at /v1/chat/completions (and
-// /chat/completions) and a one-model list at /v1/models.
+// /chat/completions), a one-model list at /v1/models, GET /healthz, and the
+// admin API under /admin/ (see Admin).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	s.handleAdmin(mux)
 	mux.HandleFunc("POST /v1/chat/completions", s.complete)
 	mux.HandleFunc("POST /chat/completions", s.complete)
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
@@ -152,6 +160,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	if step.Respond != nil {
 		step = step.Respond(req)
+	}
+	if step.EchoToolResults {
+		step.Content = strings.Join(append(nonEmpty(step.Content), req.RecentToolResults()...), "\n")
 	}
 	if step.DelayMillis > 0 {
 		select {
@@ -191,6 +202,13 @@ func (s *Server) take(req Request) (Step, int, bool) {
 	step := s.steps[s.next]
 	s.next++
 	return step, s.serial, true
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
 }
 
 // readRequest decodes a chat completion request and keeps its raw body.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 )
@@ -128,6 +129,20 @@ func (r Request) LastToolResult() string {
 		}
 	}
 	return ""
+}
+
+// RecentToolResults are the contents of the request's tool messages after
+// its last user message, in order: what the tools returned in the turn the
+// model is answering.
+func (r Request) RecentToolResults() []string {
+	var out []string
+	for i := len(r.Messages) - 1; i >= 0 && r.Messages[i].Role != "user"; i-- {
+		if r.Messages[i].Role == "tool" {
+			out = append(out, r.Messages[i].Text())
+		}
+	}
+	slices.Reverse(out)
+	return out
 }
 
 // answer is one step made into a completion for one request.

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the images the end-to-end tests load into the cluster's containerd,
+# as docker-archive tarballs in OUT_DIR, and prints their paths, one a line:
+#
+#   hack/images/build.sh OUT_DIR
+#   for f in $(hack/images/build.sh OUT_DIR); do ctr -n k8s.io images import "$f"; done
+#
+#   OUT_DIR/kubeskills.tar   docker.io/kubeskills/kubeskills:dev
+#   OUT_DIR/toolbox.tar      docker.io/kubeskills/toolbox:dev
+#   OUT_DIR/pause.tar        docker.io/kubeskills/pause:dev
+#   OUT_DIR/modelserver.tar  docker.io/kubeskills/modelserver:dev
+#
+# The static binaries go to OUT_DIR/bin. Go leaves binaries that are up to
+# date alone and the image tool leaves tarballs that already hold the same
+# image alone, so a run with nothing changed takes seconds. The toolbox
+# image needs Debian's busybox-static (/bin/busybox; BUSYBOX overrides).
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+	echo "usage: $0 OUT_DIR" >&2
+	exit 2
+fi
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+mkdir -p "$1/bin" "$1/tools"
+out=$(cd "$1" && pwd)
+
+export CGO_ENABLED=0
+flags=(-trimpath -buildvcs=false -ldflags "-s -w")
+(cd "$root" && go build "${flags[@]}" -o "$out/bin/" \
+	./cmd/manager ./cmd/agent ./cmd/runner ./cmd/kubectl-skills ./test/e2e/modelserver)
+cd "$root/hack/images"
+go build "${flags[@]}" -o "$out/bin/" ./pause
+go build -o "$out/tools/images" .
+"$out/tools/images" -bin "$out/bin" -out "$out" -busybox "${BUSYBOX:-/bin/busybox}"

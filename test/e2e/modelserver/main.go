@@ -1,0 +1,52 @@
+// Command modelserver is the scripted OpenAI-compatible model the
+// end-to-end tests run in a pod (image docker.io/kubeskills/modelserver:dev):
+// the server of internal/agent/modeltest as a process.
+//
+//	modelserver [-addr :8080] [-steps FILE]
+//
+// It serves the chat completions API at /v1, GET /healthz, and the admin
+// API under /admin/ through which a test appends steps, reads the recorded
+// requests and resets the script (see modeltest.Admin). -steps loads a first
+// script, a JSON array of steps. It stops on SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
+)
+
+func main() {
+	addr := flag.String("addr", ":8080", "address to listen on")
+	stepsFile := flag.String("steps", "", "a JSON file holding an array of steps to play first")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: modelserver [-addr :8080] [-steps FILE]")
+		os.Exit(2)
+	}
+	if err := run(*addr, *stepsFile); err != nil {
+		fmt.Fprintln(os.Stderr, "modelserver:", err)
+		os.Exit(1)
+	}
+}
+
+func run(addr, stepsFile string) error {
+	var steps []modeltest.Step
+	if stepsFile != "" {
+		var err error
+		if steps, err = modeltest.LoadSteps(stepsFile); err != nil {
+			return err
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return modeltest.Serve(ctx, addr, steps, func(_ *modeltest.Server, a net.Addr) {
+		fmt.Printf("modelserver: serving a script of %d steps on %s\n", len(steps), a)
+	})
+}
