@@ -101,3 +101,25 @@ helm-lint: helm ## Lint the charts.
 .PHONY: helm-test
 helm-test: envtest helm ## Test the charts: lint, render, server-side dry-run and install on a real kube-apiserver.
 	go test $(GO_TEST_FLAGS) ./test/charts/...
+
+##@ Local cluster and end-to-end tests
+
+.PHONY: images
+images: ## Build the image tarballs (operator, toolbox, model server, pause) into bin/images/ without a registry.
+	hack/images/build.sh $(LOCALBIN)/images
+
+.PHONY: cluster-up
+cluster-up: helm ## Start a real single-node cluster in a private network namespace (kubeconfig: bin/cluster/kubeconfig).
+	hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove everything it left behind.
+	hack/cluster/down.sh
+
+E2E_FLAGS ?=
+
+.PHONY: e2e
+e2e: helm ## Run the end-to-end tests on a fresh local cluster, then tear it down and check nothing is left.
+	hack/cluster/down.sh
+	hack/cluster/up.sh
+	go test -tags e2e -count=1 -timeout 40m -v $(E2E_FLAGS) ./test/e2e/

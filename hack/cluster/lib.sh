@@ -1,0 +1,40 @@
+# Shared settings of the local single-node cluster (sourced by up.sh and
+# down.sh). Everything the cluster writes lives under $state, in a network
+# namespace of its own, or in the kubelet's fixed host paths listed below.
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cache=${KUBESKILLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills}
+state=${KUBESKILLS_CLUSTER_DIR:-/var/lib/kubeskills-cluster}
+kubeconfig="$root/bin/cluster/kubeconfig"
+
+netns=kubeskills
+# The node's address lives on a veth pair: ks-node inside the namespace,
+# ks-host outside, so the host reaches the API server and nothing else.
+host_ip=10.200.0.1
+node_ip=10.200.0.2
+node_name=kubeskills-node
+service_cidr=10.96.0.0/16
+pod_cidr=10.244.0.0/24
+apiserver="https://$node_ip:6443"
+
+containerd_sock="$state/run/containerd/containerd.sock"
+
+# Paths the kubelet writes whatever --root-dir says.
+kubelet_host_paths=(/var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers)
+
+# Components in start order; down.sh stops them in reverse.
+components=(etcd kube-apiserver containerd kube-controller-manager kube-scheduler kubelet kube-proxy)
+
+log() { printf '%s cluster: %s\n' "$(date +%T)" "$*" >&2; }
+
+# in_netns runs a command inside the cluster's network namespace. nsenter
+# (not `ip netns exec`, which remounts /sys and hides the cgroup mounts).
+in_netns() { nsenter --net="/run/netns/$netns" -- "$@"; }
+
+ctr_k8s() { ctr --address "$containerd_sock" -n k8s.io "$@"; }
+
+# pid_alive PIDFILE: the recorded process still runs.
+pid_alive() {
+  local pid
+  [ -f "$1" ] && pid=$(cat "$1") && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}

@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# Starts a real single-node Kubernetes cluster on this machine: etcd,
+# kube-apiserver, kube-controller-manager, kube-scheduler, containerd,
+# kubelet and kube-proxy, all inside a private network namespace, with the
+# kubeskills images imported. Writes bin/cluster/kubeconfig.
+#
+#   hack/cluster/up.sh
+#
+# Idempotent: when the cluster already runs and answers, it does nothing.
+# When a start fails or is interrupted, everything started is torn down.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+healthy() {
+  for c in "${components[@]}"; do pid_alive "$state/pids/$c" || return 1; done
+  "$kubectl" --kubeconfig "$kubeconfig" get --raw /readyz >/dev/null 2>&1
+}
+
+start=$SECONDS
+"$root/hack/build-k8s.sh" etcd kube-apiserver kubectl kube-controller-manager \
+  kube-scheduler kubelet kube-proxy >/dev/null
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/k8s/go.mod")
+bin="$root/bin/k8s/$k8s_version"
+kubectl="$bin/kubectl"
+log "binaries ready in $((SECONDS - start))s"
+
+if healthy; then
+  log "already running; kubeconfig: $kubeconfig"
+  exit 0
+fi
+
+# Debian packages: the container runtime, CNI plugins and the tools kubelet
+# and kube-proxy call.
+need=()
+for p in containerd:containerd runc:runc iptables:iptables conntrack:conntrack \
+  ip:iproute2 nsenter:util-linux openssl:openssl curl:curl; do
+  command -v "${p%%:*}" >/dev/null || need+=("${p#*:}")
+done
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+[ -x /bin/busybox ] || need+=(busybox-static)
+if [ ${#need[@]} -gt 0 ]; then
+  log "installing ${need[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# A half-started or dead cluster is removed before starting anew.
+"$root/hack/cluster/down.sh"
+trap 'rc=$?; log "start failed; tearing down (logs were in $state/logs)"; cp -r "$state/logs" "$root/bin/cluster/last-failure-logs" 2>/dev/null || true; "$root/hack/cluster/down.sh"; exit $rc' ERR
+trap 'log "interrupted; tearing down"; "$root/hack/cluster/down.sh"; exit 130' INT TERM
+
+mkdir -p "$state"/{pki,logs,pids,etc,etcd,run,containerd,cni/net.d} "$(dirname "$kubeconfig")"
+
+images_start=$SECONDS
+"$root/hack/images/build.sh" "$root/bin/images" >/dev/null
+log "images built in $((SECONDS - images_start))s"
+
+# --- PKI: one CA, the API server's serving and kubelet-client certificates,
+# the service-account key pair, and static tokens for each component.
+pki="$state/pki"
+openssl_quiet() { openssl "$@" 2>/dev/null; }
+openssl_quiet req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=kubeskills-ca \
+  -keyout "$pki/ca.key" -out "$pki/ca.crt"
+cert() { # cert NAME SUBJECT [SANS]
+  openssl_quiet req -newkey rsa:2048 -nodes -subj "$2" -keyout "$pki/$1.key" -out "$pki/$1.csr"
+  local ext="$pki/$1.ext"
+  : >"$ext"
+  [ -z "${3:-}" ] || echo "subjectAltName=$3" >"$ext"
+  openssl_quiet x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 2 -extfile "$ext" -out "$pki/$1.crt"
+}
+cert apiserver /CN=kube-apiserver \
+  "IP:$node_ip,IP:10.96.0.1,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+cert kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+openssl_quiet genrsa -out "$pki/sa.key" 2048
+openssl_quiet rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
+
+token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+declare -A tokens
+{
+  for u in "kubeskills-admin|system:masters" "system:kube-controller-manager|" \
+    "system:kube-scheduler|" "system:node:$node_name|system:nodes" "system:kube-proxy|"; do
+    name=${u%|*}; group=${u#*|}
+    t=$(token); tokens[$name]=$t
+    echo "$t,$name,$name${group:+,\"$group\"}"
+  done
+} >"$pki/tokens.csv"
+
+kubeconfig_for() { # kubeconfig_for USER FILE SERVER
+  cat >"$2" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: kubeskills
+  cluster:
+    server: $3
+    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
+users:
+- name: $1
+  user:
+    token: ${tokens[$1]}
+contexts:
+- name: kubeskills
+  context: {cluster: kubeskills, user: "$1"}
+current-context: kubeskills
+KC
+}
+local_api="https://127.0.0.1:6443"
+kubeconfig_for kubeskills-admin "$kubeconfig" "$apiserver"
+kubeconfig_for kubeskills-admin "$state/etc/admin.kubeconfig" "$local_api"
+kubeconfig_for system:kube-controller-manager "$state/etc/controller-manager.kubeconfig" "$local_api"
+kubeconfig_for system:kube-scheduler "$state/etc/scheduler.kubeconfig" "$local_api"
+kubeconfig_for "system:node:$node_name" "$state/etc/kubelet.kubeconfig" "$local_api"
+kubeconfig_for system:kube-proxy "$state/etc/proxy.kubeconfig" "$local_api"
+
+# --- Network: a namespace with the node's veth end; the host's end carries
+# only the route to the node. The host never forwards pod traffic.
+mkdir -p /run/netns
+ip netns add "$netns"
+ip link add ks-host type veth peer name ks-node
+ip link set ks-node netns "$netns"
+ip addr add "$host_ip/30" dev ks-host
+ip link set ks-host up
+in_netns ip link set lo up
+in_netns ip addr add "$node_ip/30" dev ks-node
+in_netns ip link set ks-node up
+# Service addresses must route somewhere for the node's own connections
+# before kube-proxy rewrites them.
+in_netns ip route add "$service_cidr" dev ks-node
+in_netns sysctl -qw net.ipv4.ip_forward=1
+in_netns sysctl -qw net.ipv4.conf.all.route_localnet=1 || true
+
+# run NAME BINARY ARGS...: start a component inside the namespace in its own
+# session, record its PID (nsenter execs, so $! is the component).
+run() {
+  local name=$1; shift
+  setsid nsenter --net="/run/netns/$netns" -- "$@" >"$state/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$state/pids/$name"
+}
+wait_for() { # wait_for WHAT SECONDS COMMAND...
+  local what=$1 deadline=$((SECONDS + $2)); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then log "timed out waiting for $what"; return 1; fi
+    sleep 0.5
+  done
+}
+
+cluster_start=$SECONDS
+run etcd "$bin/etcd" --data-dir "$state/etcd" --unsafe-no-fsync \
+  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+  --listen-peer-urls http://127.0.0.1:2380 --log-level warn
+
+run kube-apiserver "$bin/kube-apiserver" \
+  --etcd-servers=http://127.0.0.1:2379 \
+  --bind-address=0.0.0.0 --secure-port=6443 --advertise-address="$node_ip" \
+  --service-cluster-ip-range="$service_cidr" \
+  --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+  --client-ca-file="$pki/ca.crt" --token-auth-file="$pki/tokens.csv" \
+  --authorization-mode=Node,RBAC \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+  --kubelet-client-certificate="$pki/kubelet-client.crt" --kubelet-client-key="$pki/kubelet-client.key" \
+  --kubelet-preferred-address-types=InternalIP \
+  --allow-privileged=true
+wait_for kube-apiserver 60 "$kubectl" --kubeconfig "$kubeconfig" get --raw /readyz
+
+cat >"$state/etc/containerd.toml" <<TOML
+version = 2
+root = "$state/containerd"
+state = "$state/run/containerd"
+[grpc]
+  address = "$containerd_sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/kubeskills/pause:dev"
+  # The VM lacks CAP_SYS_RESOURCE: without this every pod sandbox fails.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$state/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+TOML
+cat >"$state/cni/net.d/10-kubeskills.conflist" <<JSON
+{
+  "cniVersion": "0.4.0",
+  "name": "kubeskills",
+  "plugins": [
+    {"type": "bridge", "bridge": "ks-cni0", "isGateway": true, "ipMasq": false,
+     "hairpinMode": true,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_cidr"}]],
+              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "$state/cni/ipam"}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+run containerd containerd --config "$state/etc/containerd.toml"
+wait_for containerd 30 ctr --address "$containerd_sock" version
+for image in "$root"/bin/images/*.tar; do
+  ctr_k8s images import --no-unpack "$image" >/dev/null
+done
+log "images imported: $(ls "$root"/bin/images/*.tar | xargs -n1 basename | tr '\n' ' ')"
+
+run kube-controller-manager "$bin/kube-controller-manager" \
+  --kubeconfig="$state/etc/controller-manager.kubeconfig" \
+  --authentication-kubeconfig="$state/etc/controller-manager.kubeconfig" \
+  --authorization-kubeconfig="$state/etc/controller-manager.kubeconfig" \
+  --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+  --use-service-account-credentials=true --leader-elect=false \
+  --bind-address=127.0.0.1 --secure-port=10257
+run kube-scheduler "$bin/kube-scheduler" \
+  --kubeconfig="$state/etc/scheduler.kubeconfig" \
+  --authentication-kubeconfig="$state/etc/scheduler.kubeconfig" \
+  --authorization-kubeconfig="$state/etc/scheduler.kubeconfig" \
+  --leader-elect=false --bind-address=127.0.0.1 --secure-port=10259
+
+cat >"$state/etc/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://$containerd_sock
+# This machine has cgroup v1 and no systemd.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+failSwapOn: false
+podLogsDir: /var/log/pods
+address: $node_ip
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $pki/ca.crt}
+authorization: {mode: Webhook}
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+# A test machine's disk is shared: do not evict or collect images for it.
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+syncFrequency: 10s
+serializeImagePulls: false
+YAML
+run kubelet "$bin/kubelet" --config="$state/etc/kubelet.yaml" \
+  --kubeconfig="$state/etc/kubelet.kubeconfig" \
+  --hostname-override="$node_name" --node-ip="$node_ip"
+
+cat >"$state/etc/proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $state/etc/proxy.kubeconfig}
+hostnameOverride: $node_name
+mode: iptables
+clusterCIDR: $pod_cidr
+# Pods on one bridge reach each other's Services through the node.
+iptables: {masqueradeAll: true}
+conntrack: {maxPerCore: 0}
+bindAddress: 127.0.0.1
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+YAML
+run kube-proxy "$bin/kube-proxy" --config="$state/etc/proxy.yaml"
+
+k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
+wait_for "node Ready" 90 k wait --for=condition=Ready "node/$node_name" --timeout=1s
+wait_for "default ServiceAccount" 60 k get serviceaccount default -n default
+# Every component is still running.
+for c in "${components[@]}"; do
+  pid_alive "$state/pids/$c" || { log "$c exited; see $state/logs/$c.log"; false; }
+done
+trap - ERR INT TERM
+log "cluster ready in $((SECONDS - cluster_start))s (total $((SECONDS - start))s)"
+echo "$kubeconfig"

@@ -1,0 +1,487 @@
+//go:build e2e
+
+// Package e2e runs the whole product on a real single-node cluster started
+// by hack/cluster/up.sh: the charts installed with helm, the images built
+// by hack/images, sandbox Jobs that really run, and a scripted model in a
+// pod. `make e2e` starts the cluster, runs these tests and tears it down;
+// the tests end by checking that nothing of the cluster is left.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
+)
+
+const (
+	ns         = "e2e"
+	operatorNS = "kubeskills-system"
+	agentName  = "ops"
+	toolbox    = "docker.io/kubeskills/toolbox:dev"
+)
+
+var (
+	c      *cluster
+	report = &timings{}
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	var err error
+	if c, err = newCluster(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	c.stopForwards()
+	report.write(c.root)
+	if os.Getenv("E2E_KEEP_CLUSTER") == "" {
+		if err := teardown(c.root); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// teardown stops the cluster and fails when anything of it remains:
+// processes, mounts, network namespaces, cgroups or host paths.
+func teardown(root string) error {
+	start := time.Now()
+	if out, err := exec.Command(filepath.Join(root, "hack", "cluster", "down.sh")).CombinedOutput(); err != nil {
+		return fmt.Errorf("cluster-down failed: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(filepath.Join(root, "hack", "cluster", "leftovers.sh")).CombinedOutput(); err != nil {
+		return fmt.Errorf("the cluster left things behind after cluster-down:\n%s", out)
+	}
+	fmt.Printf("cluster down, nothing left behind, in %.1fs\n", time.Since(start).Seconds())
+	return nil
+}
+
+// state is what the steps hand on to each other.
+type state struct {
+	model    model
+	agent    agentAPI
+	webIP    string
+	podUID   types.UID
+	skillDir string
+}
+
+// TestEndToEnd is the loop a user runs, step by step; a step that fails
+// stops the ones after it, which build on it.
+func TestEndToEnd(t *testing.T) {
+	s := &state{}
+	steps := []struct {
+		name string
+		run  func(*testing.T, *state)
+	}{
+		{"1 helm install the operator", installOperator},
+		{"2 skills valid invalid and large", applySkills},
+		{"3 helm install an agent", installAgent},
+		{"4 chat runs an allowed command", chatRunsCommand},
+		{"5 ask approve deny expire never", approvals},
+		{"6 timeout truncation and separate streams", limits},
+		{"7 sandbox is locked down", lockedDown},
+		{"8 skill edits reach the running agent", skillEdits},
+		{"9 manager restart mid-run", managerRestart},
+		{"10 command latency", latency},
+	}
+	for _, step := range steps {
+		start := time.Now()
+		ok := t.Run(step.name, func(t *testing.T) { step.run(t, s) })
+		report.add(step.name, time.Since(start), ok)
+		if !ok {
+			t.FailNow()
+		}
+	}
+}
+
+func installOperator(t *testing.T, s *state) {
+	g := NewWithT(t)
+	c.mustHelm(t, "upgrade", "--install", "kubeskills", "charts/kubeskills", "-n", operatorNS, "--create-namespace",
+		"--set", "image.tag=dev", "--set", "sandboxImage="+toolbox, "--wait", "--timeout", "3m")
+	c.mustKubectl(t, "apply", "-f", "test/e2e/testdata/fixtures.yaml")
+	c.mustKubectl(t, "rollout", "status", "-n", ns, "deployment/web", "deployment/model", "--timeout=2m")
+
+	var deploy appsv1.Deployment
+	g.Expect(c.client.Get(context.Background(), client.ObjectKey{Namespace: operatorNS, Name: "kubeskills"}, &deploy)).To(Succeed())
+	g.Expect(deploy.Status.AvailableReplicas).To(BeEquivalentTo(1))
+	s.webIP = serviceIP(t, "web")
+	s.model = model{url: c.portForward(t, ns, "model", 8080)}
+}
+
+func serviceIP(t *testing.T, name string) string {
+	var svc corev1.Service
+	if err := c.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc.Spec.ClusterIP
+}
+
+func applySkills(t *testing.T, s *state) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	folders, err := filepath.Glob(filepath.Join(c.root, "config", "samples", "skills", "*"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(folders).NotTo(BeEmpty())
+
+	// A large skill: a long runbook and 1.2 MB of reference data in 60
+	// files, more than one ConfigMap holds.
+	s.skillDir = t.TempDir()
+	large := filepath.Join(s.skillDir, "large-runbook")
+	g.Expect(os.MkdirAll(filepath.Join(large, "references"), 0o755)).To(Succeed())
+	var body strings.Builder
+	for i := 0; body.Len() < 60_000; i++ {
+		fmt.Fprintf(&body, "%d. Check step %d of the runbook and note what you saw.\n", i+1, i+1)
+	}
+	g.Expect(os.WriteFile(filepath.Join(large, "SKILL.md"), []byte("---\nname: large-runbook\n"+
+		"description: A long runbook with a large reference file.\n---\n"+body.String()), 0o644)).To(Succeed())
+	for i := range 60 {
+		var data strings.Builder
+		for j := 0; data.Len() < 20_000; j++ {
+			fmt.Fprintf(&data, "<event id=\"%d-%d\" node=\"node-%d\"/>\n", i, j, j%97)
+		}
+		g.Expect(os.WriteFile(filepath.Join(large, "references", fmt.Sprintf("events-%02d.xml", i)), []byte(data.String()), 0o644)).To(Succeed())
+	}
+
+	args := append([]string{"skills", "import", "-n", ns}, append(folders, large)...)
+	manifest := filepath.Join(t.TempDir(), "skills.yaml")
+	out := c.mustKubectl(t, args...)
+	g.Expect(os.WriteFile(manifest, []byte(out), 0o644)).To(Succeed())
+	c.mustKubectl(t, "apply", "--server-side", "-f", manifest)
+	c.mustKubectl(t, "apply", "-f", "test/e2e/testdata/invalid-skill.yaml")
+
+	for _, folder := range append(folders, large) {
+		name := filepath.Base(folder)
+		g.Eventually(func(g Gomega) {
+			var sk skillsv1.Skill
+			g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &sk)).To(Succeed())
+			g.Expect(apimeta.IsStatusConditionTrue(sk.Status.Conditions, skillsv1.ReadyCondition)).To(BeTrue(), "skill %s: %v", name, sk.Status.Conditions)
+			g.Expect(sk.Status.ConfigMaps).NotTo(BeEmpty())
+		}, 2*time.Minute, time.Second).Should(Succeed())
+	}
+	var sk skillsv1.Skill
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "large-runbook"}, &sk)).To(Succeed())
+	g.Expect(len(sk.Status.ConfigMaps)).To(BeNumerically(">=", 2), "the large skill is served over several ConfigMaps")
+
+	g.Eventually(func(g Gomega) {
+		var broken skillsv1.Skill
+		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "broken"}, &broken)).To(Succeed())
+		g.Expect(apimeta.IsStatusConditionFalse(broken.Status.Conditions, skillsv1.ReadyCondition)).To(BeTrue())
+	}, time.Minute, time.Second).Should(Succeed())
+	describe := c.mustKubectl(t, "describe", "skill", "broken", "-n", ns)
+	for _, problem := range []string{
+		"both content and binaryContent are set",
+		`name is "another-name" in the front matter but metadata.name is "broken"`,
+		`allowed-tools lists nothing in the front matter but spec.allowedTools lists ["Bash(git status) Read"]`,
+	} {
+		g.Expect(describe).To(ContainSubstring(problem))
+	}
+}
+
+func installAgent(t *testing.T, s *state) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c.mustHelm(t, "upgrade", "--install", agentName, "charts/agent", "-n", ns, "-f", "test/e2e/testdata/agent-values.yaml",
+		"--set", fmt.Sprintf("model.baseURL=http://%s:8080/v1", serviceIP(t, "model")))
+	g.Eventually(func(g Gomega) {
+		var a skillsv1.Agent
+		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentName}, &a)).To(Succeed())
+		g.Expect(apimeta.IsStatusConditionTrue(a.Status.Conditions, skillsv1.ReadyCondition)).To(BeTrue(), "%v", a.Status.Conditions)
+	}, 3*time.Minute, time.Second).Should(Succeed())
+	c.mustKubectl(t, "rollout", "status", "-n", ns, "deployment/agent-"+agentName, "--timeout=2m")
+
+	var secret corev1.Secret
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentName + "-token"}, &secret)).To(Succeed())
+	s.agent = agentAPI{url: c.portForward(t, ns, "agent-"+agentName, 80), token: string(secret.Data["token"])}
+	s.podUID = agentPod(t).UID
+
+	var catalog struct {
+		Skills []struct {
+			Name string `json:"name"`
+		} `json:"skills"`
+	}
+	g.Eventually(func(g Gomega) {
+		status, body := get(t, s.agent.url+"/v1/skills", s.agent.token)
+		g.Expect(status).To(Equal(200), string(body))
+		g.Expect(json.Unmarshal(body, &catalog)).To(Succeed())
+		var names []string
+		for _, sk := range catalog.Skills {
+			names = append(names, sk.Name)
+		}
+		g.Expect(names).To(ContainElements("fetch-fixture", "cluster-health", "large-runbook"))
+		g.Expect(names).NotTo(ContainElement("broken"))
+	}, time.Minute, time.Second).Should(Succeed())
+}
+
+// agentPod is the agent's one running pod.
+func agentPod(t *testing.T) corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := c.client.List(context.Background(), &pods, client.InNamespace(ns),
+		client.MatchingLabels{"app.kubernetes.io/name": "kubeskills-agent", sandbox.LabelAgent: agentName}); err != nil {
+		t.Fatal(err)
+	}
+	var running []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			running = append(running, p)
+		}
+	}
+	if len(running) != 1 {
+		t.Fatalf("want one running agent pod, have %d of %d", len(running), len(pods.Items))
+	}
+	return running[0]
+}
+
+func chatRunsCommand(t *testing.T, s *state) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	fetch := fmt.Sprintf("wget -qO- http://%s:8080/index.html", s.webIP)
+	s.model.script(t,
+		modeltest.Tools(modeltest.Call("use_skill", map[string]string{"name": "fetch-fixture"})),
+		modeltest.Tools(modeltest.Call("run_command", map[string]string{"command": fetch, "skill": "fetch-fixture"})),
+		modeltest.Step{Content: "The command printed: ", EchoToolResults: true})
+
+	answer := s.agent.chat(t, "What does the fixture web server at "+s.webIP+" say?")
+	g.Expect(answer).To(ContainSubstring("hello from the fixture web server"))
+	g.Expect(answer).To(MatchRegexp(`"exitCode":\s*0`))
+
+	run := findRun(t, fetch)
+	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
+	g.Expect(run.Spec.Agent).To(Equal(agentName))
+	g.Expect(run.Spec.Skill).To(Equal("fetch-fixture"))
+	var job batchv1.Job
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Status.JobName}, &job)).To(Succeed())
+	g.Expect(job.Status.Succeeded).To(BeEquivalentTo(1))
+	// No NetworkPolicy-enforcing CNI runs here: the sandbox's egress is
+	// asserted as the object the operator wrote.
+	var np networkingv1.NetworkPolicy
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Name}, &np)).To(Succeed())
+	g.Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue(sandbox.LabelCommandRun, run.Name))
+	g.Expect(np.Spec.Egress).NotTo(BeEmpty())
+}
+
+// findRun waits for the agent's CommandRun for command and returns the
+// newest one.
+func findRun(t *testing.T, command string) skillsv1.CommandRun {
+	t.Helper()
+	var run skillsv1.CommandRun
+	NewWithT(t).Eventually(func(g Gomega) { run = latestRun(g, command) }).
+		WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	return run
+}
+
+// latestRun is the newest CommandRun for command.
+func latestRun(g Gomega, command string) skillsv1.CommandRun {
+	var runs skillsv1.CommandRunList
+	g.Expect(c.client.List(context.Background(), &runs, client.InNamespace(ns))).To(Succeed())
+	var found *skillsv1.CommandRun
+	for i := range runs.Items {
+		r := &runs.Items[i]
+		if r.Spec.Command == command && (found == nil || found.CreationTimestamp.Before(&r.CreationTimestamp)) {
+			found = r
+		}
+	}
+	g.Expect(found).NotTo(BeNil(), "no CommandRun for %q", command)
+	return *found
+}
+
+// jobsOf counts the Jobs made for a run.
+func jobsOf(t *testing.T, run string) int {
+	t.Helper()
+	var jobs batchv1.JobList
+	if err := c.client.List(context.Background(), &jobs, client.InNamespace(ns),
+		client.MatchingLabels{sandbox.LabelCommandRun: run}); err != nil {
+		t.Fatal(err)
+	}
+	return len(jobs.Items)
+}
+
+// runAsync asks the agent to run a command without waiting for it.
+func runAsync(s *state, command string) <-chan commandResult {
+	out := make(chan commandResult, 1)
+	go func() {
+		var res commandResult
+		status, body, err := post(s.agent.url+"/v1/commands", s.agent.token, map[string]string{"command": command})
+		if err != nil || status != 200 || json.Unmarshal(body, &res) != nil {
+			res.Message = fmt.Sprintf("request failed: %d %v %s", status, err, body)
+		}
+		out <- res
+	}()
+	return out
+}
+
+// awaitingApproval waits until the run for command awaits a person.
+func awaitingApproval(t *testing.T, command string) skillsv1.CommandRun {
+	t.Helper()
+	var run skillsv1.CommandRun
+	NewWithT(t).Eventually(func(g Gomega) {
+		run = latestRun(g, command)
+		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseAwaitingApproval))
+	}).WithTimeout(time.Minute).WithPolling(200 * time.Millisecond).Should(Succeed())
+	return run
+}
+
+func approvals(t *testing.T, s *state) {
+	g := NewWithT(t)
+
+	// Ask: nothing runs until a person approves.
+	pending := runAsync(s, "date")
+	run := awaitingApproval(t, "date")
+	g.Consistently(func() int { return jobsOf(t, run.Name) }, 2*time.Second, 200*time.Millisecond).Should(BeZero())
+	out := c.mustKubectl(t, "skills", "approve", run.Name, "-n", ns, "--reason", "e2e")
+	g.Expect(out).To(ContainSubstring(run.Name))
+	res := <-pending
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseSucceeded)), res.Message)
+	g.Expect(res.ExitCode).To(HaveValue(BeEquivalentTo(0)))
+	g.Expect(res.Stdout).NotTo(BeEmpty())
+
+	// Deny: the run ends and never gets a Job.
+	pending = runAsync(s, "date -u")
+	run = awaitingApproval(t, "date -u")
+	c.mustKubectl(t, "skills", "deny", run.Name, "-n", ns, "--reason", "not now")
+	res = <-pending
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseDenied)), res.Message)
+	g.Expect(jobsOf(t, run.Name)).To(BeZero())
+
+	// Expiry: nobody answers within the policy's approvalTimeout (20s).
+	pending = runAsync(s, "uname -a")
+	run = awaitingApproval(t, "uname -a")
+	g.Eventually(func(g Gomega) {
+		var r skillsv1.CommandRun
+		g.Expect(c.client.Get(context.Background(), client.ObjectKeyFromObject(&run), &r)).To(Succeed())
+		g.Expect(r.Status.Phase).To(Equal(skillsv1.PhaseExpired))
+	}, time.Minute, 500*time.Millisecond).Should(Succeed())
+	res = <-pending
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseExpired)), res.Message)
+	g.Expect(jobsOf(t, run.Name)).To(BeZero())
+
+	// Never: refused at once, no Job.
+	res = s.agent.run(t, "rm -rf /tmp/anything")
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseDenied)), res.Message)
+	g.Expect(res.Decision).NotTo(BeNil())
+	g.Expect(res.Decision.Action).To(Equal("Never"))
+	g.Expect(jobsOf(t, res.Run)).To(BeZero())
+}
+
+func limits(t *testing.T, s *state) {
+	g := NewWithT(t)
+
+	res := s.agent.run(t, "sleep 60")
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseTimedOut)), res.Message)
+
+	res = s.agent.run(t, "yes kubeskills | head -c 100000")
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseSucceeded)), res.Message)
+	g.Expect(res.StdoutTruncated).To(BeTrue())
+	g.Expect(len(res.Stdout)).To(BeNumerically("<=", 4096))
+	g.Expect(res.Stdout).To(HavePrefix("kubeskills\nkubeskills\n"))
+
+	res = s.agent.run(t, "echo to-stdout; echo to-stderr >&2")
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseSucceeded)), res.Message)
+	g.Expect(res.Stdout).To(Equal("to-stdout\n"))
+	g.Expect(res.Stderr).To(Equal("to-stderr\n"))
+}
+
+func lockedDown(t *testing.T, s *state) {
+	g := NewWithT(t)
+
+	res := s.agent.run(t, "id -u")
+	g.Expect(res.ExitCode).To(HaveValue(BeEquivalentTo(0)), res.Message)
+	g.Expect(strings.TrimSpace(res.Stdout)).NotTo(Equal("0"), "the sandbox runs as root")
+
+	res = s.agent.run(t, "touch /written-by-the-sandbox")
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseFailed)), res.Message)
+	g.Expect(res.ExitCode).To(HaveValue(Not(BeEquivalentTo(0))))
+	g.Expect(res.Stderr).To(ContainSubstring("Read-only file system"))
+
+	res = s.agent.run(t, "cat /var/run/secrets/kubernetes.io/serviceaccount/token")
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseFailed)), res.Message)
+	g.Expect(res.Stdout).To(BeEmpty())
+	g.Expect(res.Stderr).To(ContainSubstring("No such file"))
+}
+
+func skillEdits(t *testing.T, s *state) {
+	g := NewWithT(t)
+	ctx := context.Background()
+
+	// An edit of a selected skill: served by the same pod.
+	marker := fmt.Sprintf("e2e-marker-%d", time.Now().UnixNano())
+	var sk skillsv1.Skill
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "cluster-health"}, &sk)).To(Succeed())
+	patch := client.MergeFrom(sk.DeepCopy())
+	sk.Spec.Instructions += "\nAlso mention " + marker + ".\n"
+	g.Expect(c.client.Patch(ctx, &sk, patch)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		status, body := get(t, s.agent.url+"/v1/skills/cluster-health", s.agent.token)
+		g.Expect(status).To(Equal(200))
+		g.Expect(string(body)).To(ContainSubstring(marker))
+	}, 3*time.Minute, time.Second).Should(Succeed())
+	pod := agentPod(t)
+	g.Expect(pod.UID).To(Equal(s.podUID), "the edit restarted the agent")
+	g.Expect(pod.Status.ContainerStatuses[0].RestartCount).To(BeZero())
+
+	// A new skill needs a new volume: the Deployment rolls.
+	var deploy appsv1.Deployment
+	key := client.ObjectKey{Namespace: ns, Name: "agent-" + agentName}
+	g.Expect(c.client.Get(ctx, key, &deploy)).To(Succeed())
+	generation := deploy.Generation
+	added := &skillsv1.Skill{}
+	added.Name, added.Namespace = "added-later", ns
+	added.Spec.Description = "A skill added while the agent runs."
+	added.Spec.Instructions = "Say that it arrived.\n"
+	g.Expect(c.client.Create(ctx, added)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.client.Get(ctx, key, &deploy)).To(Succeed())
+		g.Expect(deploy.Generation).To(BeNumerically(">", generation))
+	}, time.Minute, time.Second).Should(Succeed())
+	c.mustKubectl(t, "rollout", "status", "-n", ns, "deployment/agent-"+agentName, "--timeout=2m")
+	g.Eventually(func() types.UID { return agentPod(t).UID }, time.Minute, time.Second).ShouldNot(Equal(s.podUID))
+	s.podUID = agentPod(t).UID
+	s.agent.url = c.portForward(t, ns, "agent-"+agentName, 80)
+	status, body := get(t, s.agent.url+"/v1/skills/added-later", s.agent.token)
+	g.Expect(status).To(Equal(200), string(body))
+	g.Expect(string(body)).To(ContainSubstring("Say that it arrived."))
+}
+
+func managerRestart(t *testing.T, s *state) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	command := "sleep 3; echo survived"
+	pending := runAsync(s, command)
+	run := findRun(t, command)
+
+	var pods corev1.PodList
+	g.Expect(c.client.List(ctx, &pods, client.InNamespace(operatorNS),
+		client.MatchingLabels{"app.kubernetes.io/name": "kubeskills"})).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(1))
+	g.Expect(c.client.Delete(ctx, &pods.Items[0])).To(Succeed())
+
+	res := <-pending
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseSucceeded)), res.Message)
+	g.Expect(res.Stdout).To(Equal("survived\n"))
+	g.Expect(res.Run).To(Equal(run.Name))
+	g.Expect(jobsOf(t, run.Name)).To(Equal(1))
+	c.mustKubectl(t, "rollout", "status", "-n", operatorNS, "deployment/kubeskills", "--timeout=2m")
+}
