@@ -177,7 +177,11 @@ type CommandRunStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Succeeded (Unknown until the run ends, then never changed).
+	// conditions: Succeeded (Unknown until the run ends, then never
+	// changed), and the kstatus conditions Ready, Reconciling and Stalled:
+	// Reconciling while the run is pending, awaiting approval or running;
+	// Ready once it succeeded; Stalled (and Ready False) once it failed,
+	// timed out, was denied or expired.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -243,6 +247,7 @@ type CommandRun struct {
 
 	// status is the decision, the phase and the result.
 	// +optional
+	// +kubebuilder:default:={"observedGeneration":-1}
 	Status CommandRunStatus `json:"status,omitempty"`
 }
 

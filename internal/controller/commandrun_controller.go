@@ -93,6 +93,10 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	before := run.DeepCopy()
 	result, err := r.reconcile(ctx, run)
+	if err != nil && run.Status.Phase == "" {
+		// Not judged yet: say so, rather than leave a run without conditions.
+		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", err))
+	}
 	r.recordTransition(before, run)
 	if !before.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
 		// Come back once the status is written, to prune the history.
@@ -109,10 +113,12 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 //  4. Always or approved: the sandbox Job runs (Running), and its result
 //     ends the run (Succeeded, Failed or TimedOut).
 func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
+	// A change to an ended run (an approval that came too late) is observed,
+	// though it changes nothing else: kstatus reads observedGeneration.
+	run.Status.ObservedGeneration = run.Generation
 	if run.Status.Phase.Terminal() {
 		return r.collect(ctx, run)
 	}
-	run.Status.ObservedGeneration = run.Generation
 	run.Status.ShortCommand = shortCommand(run.Spec.Command)
 	if run.Status.Decision == nil {
 		if err := r.decide(ctx, run); err != nil {

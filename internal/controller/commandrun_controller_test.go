@@ -114,6 +114,7 @@ func TestAllowedCommandRunsAndReportsItsResult(t *testing.T) {
 	g.Expect(got.Status.ShortCommand).To(Equal("kubectl get pods -A"))
 	succeeded := condition(got.Status.Conditions, skillsv1.SucceededCondition)
 	g.Expect(succeeded.Status).To(Equal(metav1.ConditionUnknown))
+	expectKstatus(g, got)
 
 	js := jobs(g, ns, run.Name)
 	g.Expect(js).To(HaveLen(1))
@@ -139,10 +140,39 @@ func TestAllowedCommandRunsAndReportsItsResult(t *testing.T) {
 	g.Expect(r.Stderr).To(Equal("warning: x\n"))
 	g.Expect(r.Duration.Duration).To(Equal(1200 * time.Millisecond))
 	g.Expect(condition(done.Status.Conditions, skillsv1.SucceededCondition).Status).To(Equal(metav1.ConditionTrue))
+	expectKstatus(g, done)
 	g.Expect(done.Status.CompletionTime).NotTo(BeNil())
 	g.Eventually(func(g Gomega) {
 		g.Expect(eventReasons(g, done)).To(ContainElements("Running", "Succeeded"))
 	}, timeout, interval).Should(Succeed())
+}
+
+// expectKstatus checks the kstatus conditions of a run against its phase:
+// Reconciling until it ends; then Ready, True when it succeeded, else False
+// with Stalled; each with the phase as reason and the Succeeded message.
+func expectKstatus(g Gomega, run *skillsv1.CommandRun) {
+	g.ExpectWithOffset(1, run.Status.ObservedGeneration).To(Equal(run.Generation))
+	succeeded := condition(run.Status.Conditions, skillsv1.SucceededCondition)
+	g.ExpectWithOffset(1, succeeded).NotTo(BeNil())
+	want := map[string]metav1.ConditionStatus{skillsv1.ReadyCondition: metav1.ConditionUnknown, skillsv1.ReconcilingCondition: metav1.ConditionTrue}
+	switch {
+	case run.Status.Phase == skillsv1.PhaseSucceeded:
+		want = map[string]metav1.ConditionStatus{skillsv1.ReadyCondition: metav1.ConditionTrue}
+	case run.Status.Phase.Terminal():
+		want = map[string]metav1.ConditionStatus{skillsv1.ReadyCondition: metav1.ConditionFalse, skillsv1.StalledCondition: metav1.ConditionTrue}
+	}
+	for _, typ := range []string{skillsv1.ReadyCondition, skillsv1.ReconcilingCondition, skillsv1.StalledCondition} {
+		c := condition(run.Status.Conditions, typ)
+		status, ok := want[typ]
+		if !ok {
+			g.ExpectWithOffset(1, c).To(BeNil(), "condition %s in phase %s", typ, run.Status.Phase)
+			continue
+		}
+		g.ExpectWithOffset(1, c).NotTo(BeNil(), "no condition %s in phase %s", typ, run.Status.Phase)
+		g.ExpectWithOffset(1, c.Status).To(Equal(status), "condition %s in phase %s", typ, run.Status.Phase)
+		g.ExpectWithOffset(1, c.Reason).To(Equal(string(run.Status.Phase)))
+		g.ExpectWithOffset(1, c.Message).To(Equal(succeeded.Message))
+	}
 }
 
 // TestRunOutcomes shows each way a run ends, and that a Never or an
@@ -229,6 +259,7 @@ func TestRunOutcomes(t *testing.T) {
 			}
 			run := waitPhase(t, ns, name, tc.phase)
 			g.Expect(condition(run.Status.Conditions, skillsv1.SucceededCondition).Reason).To(Equal(string(tc.phase)))
+			expectKstatus(g, run)
 			if tc.check != nil {
 				tc.check(g, run)
 			}

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -15,26 +16,45 @@ import (
 // shortCommandRunes is how much of a command `kubectl get` shows.
 const shortCommandRunes = 60
 
+// A run's conditions say the same thing twice, for two kinds of readers.
+// Succeeded is the run-to-completion condition (as in Tekton): Unknown
+// until the run ends, then True or False for good. Ready, Reconciling and
+// Stalled are the kstatus conditions that kubectl wait, Flux and cli-utils
+// read: Reconciling while the run is pending, awaiting approval or running
+// (InProgress); Ready once it succeeded (Current); Stalled, with Ready
+// False, once it failed, timed out, was denied or expired (Failed). Every
+// condition has the phase as its reason and the same message.
+
 // setRunPhase moves a run to a phase that is not terminal: Succeeded is
-// Unknown, with the phase as its reason.
+// Unknown and Reconciling True, with the phase as their reason.
 func setRunPhase(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string) {
 	run.Status.Phase = phase
-	setCondition(&run.Status.Conditions, run.Generation, skillsv1.SucceededCondition, metav1.ConditionUnknown, string(phase), msg)
+	conds := &run.Status.Conditions
+	setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionUnknown, string(phase), msg)
+	setCondition(conds, run.Generation, skillsv1.ReadyCondition, metav1.ConditionUnknown, string(phase), msg)
+	setCondition(conds, run.Generation, skillsv1.ReconcilingCondition, metav1.ConditionTrue, string(phase), msg)
+	apimeta.RemoveStatusCondition(conds, skillsv1.StalledCondition)
 }
 
-// endRun moves a run to a terminal phase, once: Succeeded is True for
-// PhaseSucceeded and False for the others, and never changes again.
+// endRun moves a run to a terminal phase, once: Succeeded and Ready are True
+// for PhaseSucceeded; for the others they are False and Stalled is True.
+// They never change again.
 func endRun(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string, now time.Time) {
 	if run.Status.Phase.Terminal() {
 		return
 	}
-	status := metav1.ConditionFalse
-	if phase == skillsv1.PhaseSucceeded {
-		status = metav1.ConditionTrue
-	}
 	run.Status.Phase = phase
 	run.Status.CompletionTime = &metav1.Time{Time: now}
-	setCondition(&run.Status.Conditions, run.Generation, skillsv1.SucceededCondition, status, string(phase), msg)
+	conds := &run.Status.Conditions
+	if phase == skillsv1.PhaseSucceeded {
+		setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionTrue, string(phase), msg)
+		setCondition(conds, run.Generation, skillsv1.ReadyCondition, metav1.ConditionTrue, string(phase), msg)
+		apimeta.RemoveStatusCondition(conds, skillsv1.ReconcilingCondition)
+		apimeta.RemoveStatusCondition(conds, skillsv1.StalledCondition)
+		return
+	}
+	setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionFalse, string(phase), msg)
+	markStalled(conds, run.Generation, string(phase), msg)
 }
 
 // denyRun records a Never decision and ends the run as Denied.

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
@@ -177,5 +180,63 @@ func TestObjectReachesLua(t *testing.T) {
 	}
 	if want := "2 Stalled true 1 true nil"; got.Message != want {
 		t.Errorf("got %q, want %q", got.Message, want)
+	}
+}
+
+// TestCommandRunTestdataAgreesWithKstatus: for every CommandRun test
+// object, the Argo CD check and kstatus agree (healthOf), but where they
+// differ by design:
+//   - a run without conditions (new, or written by an operator that set
+//     none) is Progressing for Argo CD and Current for kstatus, which has
+//     nothing to read;
+//   - a run awaiting approval is Suspended for Argo CD, InProgress for
+//     kstatus, which has no such status;
+//   - an ended run never changes, so Argo CD reports its end at once, even
+//     before the operator observed a late change (an approval after it
+//     expired), while kstatus waits for observedGeneration.
+func TestCommandRunTestdataAgreesWithKstatus(t *testing.T) {
+	dir := KindDir(testenv.RepoRoot(), "CommandRun")
+	script, err := os.ReadFile(filepath.Join(dir, ScriptFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := map[string]bool{"Succeeded": true, "Failed": true, "TimedOut": true, "Denied": true, "Expired": true}
+	compared := 0
+	for _, path := range testdataFiles(t, dir) {
+		t.Run(path, func(t *testing.T) {
+			obj, err := ReadObject(filepath.Join(dir, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions"); len(conds) == 0 {
+				return
+			}
+			res, err := kstatus.Compute(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			health, err := Check(context.Background(), script, obj.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+			observed, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+			switch {
+			case phase == "AwaitingApproval" && health.Status == Suspended:
+				if res.Status != kstatus.InProgressStatus {
+					t.Errorf("kstatus says %s (%s) for a run awaiting approval, want InProgress", res.Status, res.Message)
+				}
+			case ended[phase] && observed != obj.GetGeneration():
+				if res.Status != kstatus.InProgressStatus {
+					t.Errorf("kstatus says %s (%s) for a change not yet observed, want InProgress", res.Status, res.Message)
+				}
+			case health.Status != healthOf[res.Status]:
+				t.Errorf("Argo CD says %s (%s), kstatus %s (%s)", health.Status, health.Message, res.Status, res.Message)
+			}
+			compared++
+		})
+	}
+	if compared < 10 {
+		t.Errorf("only %d test objects compared", compared)
 	}
 }

@@ -363,8 +363,10 @@ func finishJob(t *testing.T, ns, name string, exitCode int) {
 }
 
 // TestCommandRunHealth runs the CommandRun check on runs in each phase the
-// controller gives them. CommandRun has no kstatus conditions, so only the
-// Argo CD check is asserted.
+// controller gives them, and compares it with kstatus: InProgress while a
+// run is pending, awaiting approval or running, Current once it succeeded,
+// Failed once it ended any other way. Argo CD says more than kstatus for a
+// run awaiting approval: Suspended, where kstatus says InProgress.
 func TestCommandRunHealth(t *testing.T) {
 	ns := namespace(t)
 	create(t, "CommandPolicy", newPolicy(ns))
@@ -375,44 +377,58 @@ func TestCommandRunHealth(t *testing.T) {
 			Spec:       skillsv1.CommandRunSpec{Agent: "ops", Command: command},
 		})
 	}
-	expect := func(t *testing.T, l *live, want string) {
+	expect := func(t *testing.T, l *live, want kstatus.Status) {
 		t.Helper()
-		health := argoHealth(t, l)
-		if health.Status != want {
-			t.Errorf("Argo CD: got %s (%s), want %s", health.Status, health.Message, want)
+		var health Status
+		if l.status.Phase == skillsv1.PhaseAwaitingApproval {
+			res, err := kstatus.Compute(l.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != want {
+				t.Errorf("kstatus: got %s (%s), want %s", res.Status, res.Message, want)
+			}
+			if health = argoHealth(t, l); health.Status != Suspended {
+				t.Errorf("Argo CD: got %s (%s), want %s", health.Status, health.Message, Suspended)
+			}
+		} else {
+			health = expectStatus(t, l, want)
 		}
 		if c := l.condition(skillsv1.SucceededCondition); c != nil && health.Message != c.Message {
 			t.Errorf("Argo CD message: got %q, want the Succeeded condition's %q", health.Message, c.Message)
 		}
 	}
 
+	t.Run("new", func(t *testing.T) {
+		expectNew(t, run("list-nodes", "kubectl get nodes -o wide"))
+	})
 	t.Run("denied", func(t *testing.T) {
 		run("rm-cache", "rm -rf /var/tmp/cache")
-		expect(t, waitFor(t, "CommandRun", ns, "rm-cache", inPhase(skillsv1.PhaseDenied)), Degraded)
+		expect(t, waitFor(t, "CommandRun", ns, "rm-cache", inPhase(skillsv1.PhaseDenied)), kstatus.FailedStatus)
 	})
 	t.Run("succeeded", func(t *testing.T) {
-		expect(t, run("get-pods", "kubectl get pods"), Progressing)
-		expect(t, waitFor(t, "CommandRun", ns, "get-pods", inPhase(skillsv1.PhaseRunning)), Progressing)
+		run("get-pods", "kubectl get pods")
+		expect(t, waitFor(t, "CommandRun", ns, "get-pods", inPhase(skillsv1.PhaseRunning)), kstatus.InProgressStatus)
 		finishJob(t, ns, "get-pods", 0)
-		expect(t, waitFor(t, "CommandRun", ns, "get-pods", inPhase(skillsv1.PhaseSucceeded)), Healthy)
+		expect(t, waitFor(t, "CommandRun", ns, "get-pods", inPhase(skillsv1.PhaseSucceeded)), kstatus.CurrentStatus)
 	})
 	t.Run("failed", func(t *testing.T) {
 		run("get-nodes", "kubectl get nodes")
 		waitFor(t, "CommandRun", ns, "get-nodes", inPhase(skillsv1.PhaseRunning))
 		finishJob(t, ns, "get-nodes", 1)
-		expect(t, waitFor(t, "CommandRun", ns, "get-nodes", inPhase(skillsv1.PhaseFailed)), Degraded)
+		expect(t, waitFor(t, "CommandRun", ns, "get-nodes", inPhase(skillsv1.PhaseFailed)), kstatus.FailedStatus)
 	})
 	t.Run("awaiting approval, approved, running", func(t *testing.T) {
 		run("restart-web", "kubectl rollout restart deployment/web")
-		expect(t, waitFor(t, "CommandRun", ns, "restart-web", inPhase(skillsv1.PhaseAwaitingApproval)), Suspended)
+		expect(t, waitFor(t, "CommandRun", ns, "restart-web", inPhase(skillsv1.PhaseAwaitingApproval)), kstatus.InProgressStatus)
 		approved := patch(t, "CommandRun", ns, "restart-web", map[string]any{"approval": map[string]any{
 			"decision": "Approved", "approver": "alice@example.com", "reason": "Agreed in the incident channel.",
 		}})
-		health := argoHealth(t, approved)
+		health := expectStatus(t, approved, kstatus.InProgressStatus)
 		if health != (Status{Progressing, "Waiting for the operator to observe generation 2"}) {
 			t.Errorf("Argo CD: got %+v for a run approved but not yet observed", health)
 		}
-		expect(t, waitFor(t, "CommandRun", ns, "restart-web", inPhase(skillsv1.PhaseRunning)), Progressing)
+		expect(t, waitFor(t, "CommandRun", ns, "restart-web", inPhase(skillsv1.PhaseRunning)), kstatus.InProgressStatus)
 	})
 }
 
