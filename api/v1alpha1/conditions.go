@@ -1,8 +1,8 @@
 package v1alpha1
 
-// Condition types. Skill, Agent and CommandPolicy follow kstatus: Ready, plus
-// the abnormal-true Reconciling and Stalled, so that Argo CD, Flux and
-// kubectl wait understand them. CommandRun uses a run-to-completion Succeeded
+// Condition types. Every kind follows kstatus: Ready, plus the
+// abnormal-true Reconciling and Stalled, so that Argo CD, Flux and kubectl
+// wait understand them. CommandRun also has a run-to-completion Succeeded
 // condition that never changes once it is True or False.
 const (
 	// ReadyCondition is True when the object's desired state is served.
@@ -37,3 +37,19 @@ const LabelSkill = "kubeskills.io/skill"
 
 // AnnotationContentHash holds the hash of the content a ConfigMap serves.
 const AnnotationContentHash = "kubeskills.io/content-hash"
+
+// LabelSkillSource, with the value "true", marks a ConfigMap as the source
+// of a Skill: a skill folder written by kustomize's configMapGenerator
+// (SKILL.md, and each bundled file under its path with every '/' written
+// as "--"). The operator applies a Skill of the ConfigMap's name, owned by
+// it, so that deleting the ConfigMap deletes the Skill.
+const LabelSkillSource = "kubeskills.io/skill-source"
+
+// AnnotationSourceError is set on a Skill made from a source ConfigMap
+// while the ConfigMap holds no valid Skill; it says why. The Skill keeps its
+// last spec, and its status reports the problem (reason SourceInvalid).
+const AnnotationSourceError = "kubeskills.io/source-error"
+
+// SourceInvalidReason: the ConfigMap a Skill is made from holds no valid
+// skill; the message says why.
+const SourceInvalidReason = "SourceInvalid"

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -52,12 +53,25 @@ type SkillReconciler struct {
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// SetupWithManager registers the reconciler. It watches Skills (spec changes
-// only) and the metadata of the ConfigMaps they own, so a deleted or edited
-// ConfigMap is put back.
+// SetupWithManager registers the reconciler. It watches Skills (changes of
+// spec or of the source-error annotation only) and the metadata of the
+// ConfigMaps they own, so a deleted or edited ConfigMap is put back.
 func (r *SkillReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// The ConfigMaps that may be left over from a larger version of a
+	// Skill are found through an index rather than by scanning every
+	// ConfigMap of the namespace. A Skill's first shard is always kept, so
+	// only the others are indexed, which keeps the index small.
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), configMapMetadata(), IndexConfigMapSkill, func(o client.Object) []string {
+		if name, ok := o.GetLabels()[skillsv1.LabelSkill]; ok && o.GetName() != shardName(name, 0) {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("failed to index ConfigMaps by skill: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&skillsv1.Skill{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&skillsv1.Skill{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, annotationChanged(skillsv1.AnnotationSourceError)))).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
@@ -82,6 +96,11 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // records every problem (Ready=False, Stalled) while the last valid content
 // stays served. It returns only transient errors.
 func (r *SkillReconciler) reconcile(ctx context.Context, obj *skillsv1.Skill) error {
+	if msg := obj.Annotations[skillsv1.AnnotationSourceError]; msg != "" {
+		// The spec is not what the source says: it stays as it was.
+		setSkillSourceInvalid(obj, msg)
+		return nil
+	}
 	s, errs := skillapi.FromObject(obj)
 	report := skill.Validate(s, skill.Options{ExpectedName: obj.Name, MaxBodyBytes: r.MaxInstructionsBytes})
 	errs = append(errs, report.Errors...)
@@ -154,12 +173,24 @@ func servedHash(ctx context.Context, c client.Reader, namespace, name string) (s
 	return cm.Annotations[skillsv1.AnnotationContentHash], nil
 }
 
+// IndexConfigMapSkill indexes the metadata of ConfigMaps by the value of
+// their kubeskills.io/skill label, all but the first shard of each Skill.
+const IndexConfigMapSkill = "kubeskills.io/skill-extra-shards"
+
+// configMapMetadata is an empty ConfigMap of the metadata cache.
+func configMapMetadata() *metav1.PartialObjectMetadata {
+	cm := &metav1.PartialObjectMetadata{}
+	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+	return cm
+}
+
 // deleteStaleShards deletes the ConfigMaps this Skill owns that are not in
-// keep.
+// keep, which always holds its first shard.
 func (r *SkillReconciler) deleteStaleShards(ctx context.Context, obj *skillsv1.Skill, keep []string) error {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
-	if err := r.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingLabels{skillsv1.LabelSkill: obj.Name}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(obj.Namespace), client.MatchingLabels{skillsv1.LabelSkill: obj.Name},
+		client.MatchingFields{IndexConfigMapSkill: obj.Name}); err != nil {
 		return fmt.Errorf("failed to list ConfigMaps of skill %s: %w", klog.KObj(obj), err)
 	}
 	for i := range list.Items {
@@ -232,4 +263,17 @@ func clip(s string, n int) string {
 	}
 	// A rune cut in two is invalid UTF-8, which ToValidUTF8 drops.
 	return strings.ToValidUTF8(s[:n-len("…")], "") + "…"
+}
+
+// annotationChanged passes updates that change the value of one annotation.
+func annotationChanged(key string) predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld != nil && e.ObjectNew != nil &&
+				e.ObjectOld.GetAnnotations()[key] != e.ObjectNew.GetAnnotations()[key]
+		},
+	}
 }

@@ -53,6 +53,21 @@ func setSkillInvalid(obj *skillsv1.Skill, errs, warnings []skill.Problem) {
 	markStalled(&st.Conditions, obj.Generation, skillsv1.ValidationFailedReason, invalidMessage(obj.Generation, st.ServedGeneration, errs))
 }
 
+// setSkillSourceInvalid records that the ConfigMap obj is made from holds no
+// valid skill (msg says why): Ready is False and Stalled True until the
+// source changes, and what was served before stays served.
+func setSkillSourceInvalid(obj *skillsv1.Skill, msg string) {
+	st := &obj.Status
+	st.ObservedGeneration = obj.Generation
+	st.ShortDescription = shortDescription(obj.Spec.Description)
+	served := "nothing is served"
+	if st.ServedGeneration > 0 {
+		served = fmt.Sprintf("generation %d is still served", st.ServedGeneration)
+	}
+	markStalled(&st.Conditions, obj.Generation, skillsv1.SourceInvalidReason,
+		fmt.Sprintf("The source of this Skill is invalid; %s. 1 problem:\n- %s", served, msg))
+}
+
 // setSkillProgressing records a transient failure: the controller retries,
 // and the generation is not observed yet.
 func setSkillProgressing(obj *skillsv1.Skill, err error) {

@@ -136,6 +136,24 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := skills.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the Skill controller: %w", err)
 	}
+	// Skill sources are read from a cache of their own that watches only
+	// the labelled ConfigMaps: the manager's cache holds no ConfigMap data.
+	sourceCache, err := controller.NewSourceCache(mgr)
+	if err != nil {
+		return fmt.Errorf("failed to create the skill source cache: %w", err)
+	}
+	if err := mgr.Add(sourceCache); err != nil {
+		return fmt.Errorf("failed to add the skill source cache: %w", err)
+	}
+	sources := &controller.SkillSourceReconciler{
+		Client:    mgr.GetClient(),
+		Sources:   sourceCache,
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("kubeskills-skill-source"),
+	}
+	if err := sources.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the skill source controller: %w", err)
+	}
 	policies := &controller.CommandPolicyReconciler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorder("kubeskills-commandpolicy"),
