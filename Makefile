@@ -40,8 +40,10 @@ fmt: ## Format the code.
 	go fmt ./...
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet (the end-to-end tests and the image builder too).
 	go vet ./...
+	go vet -tags e2e ./test/e2e/
+	cd hack/images && go vet ./...
 
 .PHONY: lint
 lint: vet ## Run the linters (go vet and gofmt).
@@ -54,6 +56,7 @@ envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cach
 .PHONY: test
 test: envtest helm ## Run unit and envtest tests against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...
+	cd hack/images && go test $(GO_TEST_FLAGS) ./...
 
 ##@ Build and run
 
@@ -116,10 +119,20 @@ cluster-up: helm ## Start a real single-node cluster in a private network namesp
 cluster-down: ## Stop the local cluster and remove everything it left behind.
 	hack/cluster/down.sh
 
+.PHONY: demo
+demo: build helm ## Start a local cluster with kubeskills, the samples and a sample agent, and print what to try.
+	hack/demo/up.sh
+
+.PHONY: demo-down
+demo-down: cluster-down ## Stop the demo.
+
 E2E_FLAGS ?=
+# E2E_LATENCY_RUNS is how many `echo hi` runs the latency step compares
+# (3 by default; `make e2e E2E_LATENCY_RUNS=20` for the benchmark's figure).
+export E2E_LATENCY_RUNS
 
 .PHONY: e2e
 e2e: helm ## Run the end-to-end tests on a fresh local cluster, then tear it down and check nothing is left.
 	hack/cluster/down.sh
 	hack/cluster/up.sh
-	go test -tags e2e -count=1 -timeout 40m -v $(E2E_FLAGS) ./test/e2e/
+	go test -tags e2e -count=1 -timeout 40m -v $(E2E_FLAGS) ./test/e2e/; rc=$$?; hack/cluster/down.sh; exit $$rc

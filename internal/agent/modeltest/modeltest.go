@@ -92,6 +92,7 @@ type Server struct {
 	next     int
 	requests []Request
 	serial   int
+	loop     bool
 
 	http *httptest.Server
 }
@@ -114,6 +115,14 @@ func (s *Server) Add(steps ...Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.steps = append(s.steps, steps...)
+}
+
+// Loop makes the script start again from its first step when it runs
+// out, so one script answers any number of conversations, as a demo needs.
+func (s *Server) Loop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loop = true
 }
 
 // Remaining is the number of steps not played yet.
@@ -196,6 +205,9 @@ func (s *Server) take(req Request) (Step, int, bool) {
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, req)
 	s.serial++
+	if s.loop && s.next >= len(s.steps) {
+		s.next = 0
+	}
 	if s.next >= len(s.steps) {
 		return Step{}, s.serial, false
 	}

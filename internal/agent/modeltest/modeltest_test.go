@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,25 @@ func TestLoadSteps(t *testing.T) {
 	}
 	if len(steps) != 3 || steps[0].ToolCalls[0].Name != "use_skill" || steps[1].Content != "bye" || steps[2].Status != 503 {
 		t.Fatalf("steps = %+v", steps)
+	}
+}
+
+// TestLoopReplaysTheScript: a looping script answers again from its first
+// step once it runs out, instead of failing.
+func TestLoopReplaysTheScript(t *testing.T) {
+	s := modeltest.New(modeltest.Reply("one"), modeltest.Reply("two"))
+	defer s.Close()
+	s.Loop()
+	c := client(s)
+	var got []string
+	for range 5 {
+		resp, err := c.Chat.Completions.New(context.Background(), params())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, resp.Choices[0].Message.Content)
+	}
+	if want := "one two one two one"; strings.Join(got, " ") != want {
+		t.Fatalf("answers = %q, want %q", got, want)
 	}
 }

@@ -2,12 +2,13 @@
 // end-to-end tests run in a pod (image docker.io/kubeskills/modelserver:dev):
 // the server of internal/agent/modeltest as a process.
 //
-//	modelserver [-addr :8080] [-steps FILE]
+//	modelserver [-addr :8080] [-steps FILE [-loop]]
 //
 // It serves the chat completions API at /v1, GET /healthz, and the admin
 // API under /admin/ through which a test appends steps, reads the recorded
 // requests and resets the script (see modeltest.Admin). -steps loads a first
-// script, a JSON array of steps. It stops on SIGTERM or SIGINT.
+// script, a JSON array of steps; -loop plays it again each time it runs out.
+// It stops on SIGTERM or SIGINT.
 package main
 
 import (
@@ -25,18 +26,19 @@ import (
 func main() {
 	addr := flag.String("addr", ":8080", "address to listen on")
 	stepsFile := flag.String("steps", "", "a JSON file holding an array of steps to play first")
+	loop := flag.Bool("loop", false, "play the script again from its start when it runs out")
 	flag.Parse()
 	if flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: modelserver [-addr :8080] [-steps FILE]")
+		fmt.Fprintln(os.Stderr, "usage: modelserver [-addr :8080] [-steps FILE [-loop]]")
 		os.Exit(2)
 	}
-	if err := run(*addr, *stepsFile); err != nil {
+	if err := run(*addr, *stepsFile, *loop); err != nil {
 		fmt.Fprintln(os.Stderr, "modelserver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, stepsFile string) error {
+func run(addr, stepsFile string, loop bool) error {
 	var steps []modeltest.Step
 	if stepsFile != "" {
 		var err error
@@ -46,7 +48,10 @@ func run(addr, stepsFile string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return modeltest.Serve(ctx, addr, steps, func(_ *modeltest.Server, a net.Addr) {
+	return modeltest.Serve(ctx, addr, steps, func(s *modeltest.Server, a net.Addr) {
+		if loop {
+			s.Loop()
+		}
 		fmt.Printf("modelserver: serving a script of %d steps on %s\n", len(steps), a)
 	})
 }
