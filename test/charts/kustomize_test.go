@@ -12,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
@@ -21,12 +19,7 @@ import (
 // kustomizeBuild runs kustomize on a directory, as `kubectl apply -k` does.
 func kustomizeBuild(t *testing.T, dir string) objects {
 	t.Helper()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	res, err := k.Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	out, err := res.AsYaml()
+	out, err := testenv.KustomizeBuild(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

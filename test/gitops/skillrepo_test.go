@@ -19,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/skill"
@@ -35,12 +33,7 @@ func repoDir() string { return filepath.Join(testenv.RepoRoot(), "examples", "sk
 // the objects it writes.
 func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	res, err := k.Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	out, err := res.AsYaml()
+	out, err := testenv.KustomizeBuild(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
