@@ -1,8 +1,17 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"math"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // benchMatcher compiles the realistic policy for benchmarks.
@@ -39,8 +48,7 @@ func BenchmarkDecideTypical(b *testing.B) {
 
 // BenchmarkDecidePipeline1KiB judges a 1 KiB pipeline.
 func BenchmarkDecidePipeline1KiB(b *testing.B) {
-	stage := "grep -v 'kube-system' | "
-	c := "kubectl get pods -A -o wide | " + strings.Repeat(stage, (1024-40)/len(stage)) + "sort -u"
+	c := pipeline1KiB()
 	m := benchMatcher(b)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(c)))
@@ -96,6 +104,148 @@ func BenchmarkDecideAdversarial(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkDecideScaling judges each kind of adversarial input at 1, 4, 16
+// and 64 KiB, in rounds that take every size in turn, and reports the cost
+// per byte at each size (ns/B-1KiB ... ns/B-64KiB) and its growth from 4 to
+// 64 KiB (growth): flat for a cost linear in the input, 16× for a quadratic
+// one. Each figure is the least of the rounds: what else runs on the
+// machine only ever adds time, so the least is the decision's own cost. Run
+// it with -benchtime 1x.
+func BenchmarkDecideScaling(b *testing.B) {
+	const rounds, minRound = 7, 30 * time.Millisecond
+	sizes := []int{1 << 10, 4 << 10, 16 << 10, 64 << 10}
+	inputs := make([]map[string]string, len(sizes))
+	for i, n := range sizes {
+		inputs[i] = adversarial(n)
+	}
+	kinds := slices.Sorted(maps.Keys(inputs[0]))
+	m := benchMatcher(b)
+	for _, kind := range kinds {
+		b.Run(kind, func(b *testing.B) {
+			best := make([]float64, len(sizes))
+			for b.Loop() {
+				for round := range rounds {
+					for i := range sizes {
+						c := inputs[i][kind]
+						n, start := 0, time.Now()
+						for n == 0 || time.Since(start) < minRound {
+							m.Decide(c)
+							n++
+						}
+						perByte := float64(time.Since(start).Nanoseconds()) / float64(n) / float64(len(c))
+						if round == 0 || perByte < best[i] {
+							best[i] = perByte
+						}
+					}
+				}
+			}
+			for i, n := range sizes {
+				b.ReportMetric(best[i], fmt.Sprintf("ns/B-%dKiB", n>>10))
+			}
+			b.ReportMetric(best[3]/best[1], "growth")
+		})
+	}
+}
+
+// pipeline1KiB is a pipeline of grep stages, 1 KiB long.
+func pipeline1KiB() string {
+	stage := "grep -v 'kube-system' | "
+	return "kubectl get pods -A -o wide | " + strings.Repeat(stage, (1024-40)/len(stage)) + "sort -u"
+}
+
+// BenchmarkDecideLatency times every decision on its own and reports the
+// median and the 99th percentile, for typical commands and the 1 KiB
+// pipeline, both in wall-clock time (p50-ns, p99-ns) and in the CPU time of
+// the thread (cpu-p50-ns, cpu-p99-ns), which leaves out the time the OS gave
+// to other processes: on a shared machine that time, not the decision,
+// makes the wall-clock tail. The parse of the same command by the shell
+// parser alone is the baseline (parse-p50-ns, parse-p99-ns,
+// parse-cpu-p99-ns); hashing, fixed work that allocates nothing and takes
+// as long as the median decision, shows the tail of the machine itself
+// (spin-p50-ns, spin-p99-ns).
+func BenchmarkDecideLatency(b *testing.B) {
+	commands := []struct{ name, command string }{
+		{"simple", "kubectl get pods -n shop -o wide"},
+		{"script", `set -euo pipefail; if [[ -f deploy.yaml ]]; then cat deploy.yaml | grep -c kind; ` +
+			`else kubectl get deploy web -o yaml | head -n 40; fi; git status -s; git log --oneline -n 5`},
+		{"pipeline1KiB", pipeline1KiB()},
+	}
+	m := benchMatcher(b)
+	for _, c := range commands {
+		b.Run(c.name, func(b *testing.B) {
+			// The thread's CPU clock counts only while it stays on one
+			// thread.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b.ReportAllocs()
+			var times, cpus []time.Duration
+			for b.Loop() {
+				cpu0, _ := threadCPU()
+				start := time.Now()
+				m.Decide(c.command)
+				times = append(times, time.Since(start))
+				if cpu1, ok := threadCPU(); ok {
+					cpus = append(cpus, cpu1-cpu0)
+				}
+			}
+			parser := syntax.NewParser()
+			var parses, parseCPUs []time.Duration
+			for range min(len(times), 20000) {
+				cpu0, _ := threadCPU()
+				start := time.Now()
+				if _, err := parser.Parse(strings.NewReader(c.command), ""); err != nil {
+					b.Fatal(err)
+				}
+				parses = append(parses, time.Since(start))
+				if cpu1, ok := threadCPU(); ok {
+					parseCPUs = append(parseCPUs, cpu1-cpu0)
+				}
+			}
+			// Fixed work that allocates nothing, as long as the median
+			// decision: its tail is the machine's, not the code's.
+			block := make([]byte, 1<<10)
+			spin := func(rounds, n int) []time.Duration {
+				ds := make([]time.Duration, n)
+				for i := range ds {
+					start := time.Now()
+					for range rounds {
+						sha256.Sum256(block)
+					}
+					ds[i] = time.Since(start)
+				}
+				return ds
+			}
+			rounds := 1
+			for range 3 {
+				rounds = max(1, int(float64(rounds)*float64(percentile(times, 50))/float64(percentile(spin(rounds, 200), 50))))
+			}
+			spins := spin(rounds, min(len(times), 20000))
+			b.ReportMetric(float64(len(c.command)), "bytes")
+			b.ReportMetric(float64(percentile(spins, 50)), "spin-p50-ns")
+			b.ReportMetric(float64(percentile(spins, 99)), "spin-p99-ns")
+			b.ReportMetric(float64(percentile(times, 50)), "p50-ns")
+			b.ReportMetric(float64(percentile(times, 99)), "p99-ns")
+			b.ReportMetric(float64(percentile(parses, 50)), "parse-p50-ns")
+			b.ReportMetric(float64(percentile(parses, 99)), "parse-p99-ns")
+			if len(cpus) > 0 {
+				b.ReportMetric(float64(percentile(cpus, 50)), "cpu-p50-ns")
+				b.ReportMetric(float64(percentile(cpus, 99)), "cpu-p99-ns")
+				b.ReportMetric(float64(percentile(parseCPUs, 99)), "parse-cpu-p99-ns")
+			}
+		})
+	}
+}
+
+// percentile returns the p-th percentile of ds (nearest rank); it sorts ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	k := int(math.Ceil(float64(len(ds))*p/100)) - 1
+	return ds[min(max(k, 0), len(ds)-1)]
 }
 
 // TestAdversarialDecisions checks that hostile inputs are answered, never

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -21,6 +22,12 @@ type judge struct {
 	best                     Part
 	hasBest                  bool
 	depthCapped, partsCapped bool
+	// words holds the words of the simple commands being judged, those of
+	// a command nested in another after those of the outer one; each call
+	// gives back what it took.
+	words []cword
+	// buf is scratch space for wording reasons.
+	buf []byte
 }
 
 // partBuilder collects the constructs of one part; the first one found is
@@ -55,6 +62,7 @@ func (j *judge) top(command string) {
 		j.constructPart(-1, command, fmt.Sprintf("command is longer than %d bytes and is not parsed", MaxCommandBytes))
 		return
 	}
+	j.parts = make([]Part, 0, min(estimateParts(command), MaxParts))
 	if i := strings.IndexByte(command, 0); i >= 0 {
 		// A shell receives its command as a C string: at most the text
 		// before the NUL byte can run, and that text is judged.
@@ -265,13 +273,23 @@ func (j *judge) forClause(c *syntax.ForClause, pb *partBuilder, d int) {
 func (j *judge) call(s *syntax.Stmt, c *syntax.CallExpr, depth int) {
 	idx := j.reserve()
 	pb := &partBuilder{}
-	words := make([]cword, 0, len(c.Args))
+	// The words go on j.words, after those of the commands this one is
+	// nested in; a command nested in a word takes and gives back its own
+	// words beyond these.
+	start := len(j.words)
+	j.words = slices.Grow(j.words, len(c.Args))
 	for _, w := range c.Args {
-		words = append(words, j.word(w, modeUnquoted, pb, depth))
+		cw := j.word(w, modeUnquoted, pb, depth)
+		j.words = append(j.words, cw)
 	}
+	end := len(j.words)
+	// Capped, so that an append to words never writes over the words of
+	// a nested command.
+	words := j.words[start:end:end]
 	j.assigns(c.Assigns, words, pb, depth)
 	j.redirs(s, words, pb, depth)
 	j.simple(idx, j.text(s), words, pb, depth)
+	j.words = j.words[:start]
 }
 
 // simple decides a simple command from its words: the rules, then the
@@ -326,9 +344,9 @@ func (j *judge) finish(idx int, text string, words []cword, pb *partBuilder, v v
 		return // neither listed nor deciding: skip formatting its reason
 	}
 	if why != "" {
-		p.Reason = quoteText(text) + ": " + why
+		p.Reason, j.buf = reasonOf(j.buf, text, ": ", why)
 	} else {
-		p.Reason = j.m.explain(text, v)
+		p.Reason, j.buf = j.m.explain(j.buf, text, v)
 	}
 	j.record(idx, p)
 }
@@ -338,7 +356,9 @@ func (j *judge) constructPart(idx int, text, reason string) {
 	if idx < 0 {
 		idx = j.reserve()
 	}
-	j.record(idx, Part{Command: text, Action: Ask, RuleIndex: -1, Reason: quoteText(text) + ": " + reason})
+	p := Part{Command: text, Action: Ask, RuleIndex: -1}
+	p.Reason, j.buf = reasonOf(j.buf, text, ": ", reason)
+	j.record(idx, p)
 }
 
 // reserve returns the index of a new slot in Parts, or -1 when Parts is
@@ -412,6 +432,20 @@ func (j *judge) slice(start, end int) string {
 // snippet returns the source of a node, for reasons.
 func (j *judge) snippet(n syntax.Node) string {
 	return j.slice(int(n.Pos().Offset()), int(n.End().Offset()))
+}
+
+// estimateParts guesses how many parts a command has, from the bytes that
+// may start a new simple command, so that Parts is allocated once for most
+// commands.
+func estimateParts(src string) int {
+	n := 1
+	for i := 0; i < len(src); i++ {
+		switch src[i] {
+		case ';', '|', '&', '\n', '(', '`':
+			n++
+		}
+	}
+	return n
 }
 
 // countOpeners counts the tokens that may open a nested construct. Quotes

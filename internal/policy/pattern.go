@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -513,23 +514,30 @@ func (m *Matcher) try(i int, words []cword, base string, dynamic bool, best *ver
 	*best = verdict{action: r.Action, index: i, possible: possible}
 }
 
-// explain words the reason for a verdict on a simple command.
-func (m *Matcher) explain(text string, v verdict) string {
-	q := quoteText(text)
+// explain words the reason for a verdict on a simple command: the quoted
+// command, then the rule (or the default action) that decided it. buf is
+// scratch space it may grow and returns.
+func (m *Matcher) explain(buf []byte, text string, v verdict) (string, []byte) {
 	if v.index < 0 {
-		return fmt.Sprintf("%s matched no rule: default action %s", q, v.action)
+		if v.action != m.def {
+			return reasonOf(buf, text, " matched no rule: default action "+string(v.action))
+		}
+		return reasonOf(buf, text, m.noRule)
 	}
-	r := m.rules[v.index]
-	verb := "matched"
+	if v.base == "" && !v.possible {
+		return reasonOf(buf, text, m.matched[v.index])
+	}
+	rule := m.matched[v.index]
 	if v.possible {
-		verb = "may match"
+		rule = m.mayMatch[v.index]
 	}
-	s := fmt.Sprintf("%s %s rules[%d] %q (%s)", q, verb, v.index, r.Pattern, r.Action)
+	base := ""
 	if v.base != "" {
-		s += fmt.Sprintf(" through its base name %q", v.base)
+		base = " through its base name " + strconv.Quote(v.base)
 	}
+	expansion := ""
 	if v.possible {
-		s += ", depending on the value of an expansion"
+		expansion = ", depending on the value of an expansion"
 	}
-	return s
+	return reasonOf(buf, text, rule, base, expansion)
 }

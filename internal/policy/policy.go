@@ -162,6 +162,12 @@ type Matcher struct {
 	// globFirst holds the indexes of the rules whose first pattern word is
 	// a glob, in rule order.
 	globFirst []int
+	// matched and mayMatch hold, per rule, the end of a reason for a
+	// command that matched it, or that may match it; noRule the end of a
+	// reason for a command that matched no rule. They are worded once
+	// here rather than for every simple command judged.
+	matched, mayMatch []string
+	noRule            string
 	// parsers recycles shell parsers, which are costly to allocate.
 	parsers sync.Pool
 }
@@ -185,7 +191,7 @@ func Compile(p Policy) (*Matcher, error) {
 	if len(p.Rules) > MaxRules {
 		return nil, fmt.Errorf("failed to compile rules: %d rules, at most %d are allowed", len(p.Rules), MaxRules)
 	}
-	m := &Matcher{def: def, byName: map[string][]int{}}
+	m := &Matcher{def: def, byName: map[string][]int{}, noRule: " matched no rule: default action " + string(def)}
 	m.parsers.New = func() any { return syntax.NewParser() }
 	for i, r := range p.Rules {
 		if !r.Action.Valid() {
@@ -196,6 +202,8 @@ func Compile(p Policy) (*Matcher, error) {
 			return nil, fmt.Errorf("failed to compile rules[%d] %q: %w", i, r.Pattern, err)
 		}
 		m.rules = append(m.rules, compiledRule{Rule: r, pat: pat})
+		m.matched = append(m.matched, fmt.Sprintf(" matched rules[%d] %q (%s)", i, r.Pattern, r.Action))
+		m.mayMatch = append(m.mayMatch, fmt.Sprintf(" may match rules[%d] %q (%s)", i, r.Pattern, r.Action))
 		if pat.literalFirst {
 			m.byName[pat.first] = append(m.byName[pat.first], i)
 		} else {
@@ -259,14 +267,29 @@ const maxQuoted = 120
 
 // quoteText quotes a command for a reason, shortening long ones.
 func quoteText(s string) string {
+	return string(appendQuoted(nil, s))
+}
+
+// appendQuoted appends quoteText(s) to dst.
+func appendQuoted(dst []byte, s string) []byte {
 	if len(s) > maxQuoted {
 		cut := maxQuoted
 		for cut > 0 && !isRuneStart(s[cut]) {
 			cut--
 		}
-		s = s[:cut] + "..."
+		return strconv.AppendQuote(dst, strings.TrimSpace(s[:cut]+"..."))
 	}
-	return strconv.Quote(strings.TrimSpace(s))
+	return strconv.AppendQuote(dst, strings.TrimSpace(s))
+}
+
+// reasonOf returns quoteText(text) followed by the parts, building the
+// string in one allocation; buf is scratch space it may grow and returns.
+func reasonOf(buf []byte, text string, parts ...string) (string, []byte) {
+	buf = appendQuoted(buf[:0], text)
+	for _, p := range parts {
+		buf = append(buf, p...)
+	}
+	return string(buf), buf
 }
 
 // isRuneStart reports whether b starts a UTF-8 sequence.

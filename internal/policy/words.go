@@ -227,8 +227,28 @@ func (j *judge) arithm(x syntax.ArithmExpr, pb *partBuilder, depth int) bool {
 		cw := j.word(x, modeDouble, pb, depth)
 		return cw.kind == wStatic && isNumber(cw.text)
 	case *syntax.BinaryArithm:
-		left := j.arithm(x.X, pb, depth)
-		return j.arithm(x.Y, pb, depth) && left
+		// 1+1+1+... is a tree as deep as it is long, leaning left: it is
+		// walked down its left side without recursing, so that a long one
+		// needs no deep stack. The operands are judged left to right.
+		n := 0
+		var left syntax.ArithmExpr = x
+		for b, ok := left.(*syntax.BinaryArithm); ok; b, ok = left.(*syntax.BinaryArithm) {
+			n++
+			left = b.X
+		}
+		// rights[i] is the right operand of the i-th operator from the left.
+		rights := make([]syntax.ArithmExpr, n)
+		left = x
+		for b, ok := left.(*syntax.BinaryArithm); ok; b, ok = left.(*syntax.BinaryArithm) {
+			n--
+			rights[n] = b.Y
+			left = b.X
+		}
+		static := j.arithm(left, pb, depth)
+		for _, right := range rights {
+			static = j.arithm(right, pb, depth) && static
+		}
+		return static
 	case *syntax.UnaryArithm:
 		return j.arithm(x.X, pb, depth)
 	case *syntax.ParenArithm:
