@@ -12,12 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -53,6 +53,10 @@ type AgentReconciler struct {
 	// CatalogShardBytes is the most one catalog ConfigMap holds; 0 means
 	// the skill shard default.
 	CatalogShardBytes int
+
+	// deployments remembers the Deployments applied, to skip applies that
+	// would change nothing.
+	deployments appliedObjects
 }
 
 // +kubebuilder:rbac:groups=kubeskills.io,resources=agents,verbs=get;list;watch
@@ -87,7 +91,12 @@ func (r *AgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		For(&skillsv1.Agent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
-		Watches(&skillsv1.Skill{}, handler.EnqueueRequestsFromMapFunc(r.agentsForSkill)).
+		Watches(&skillsv1.Skill{}, handler.EnqueueRequestsFromMapFunc(r.agentsForSkill),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				before, ok1 := e.ObjectOld.(*skillsv1.Skill)
+				after, ok2 := e.ObjectNew.(*skillsv1.Skill)
+				return !ok1 || !ok2 || skillChangesAgents(before, after)
+			}})).
 		Watches(&skillsv1.CommandPolicy{}, handler.EnqueueRequestsFromMapFunc(r.agentsForPolicy),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
@@ -97,6 +106,9 @@ func (r *AgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	a := &skillsv1.Agent{}
 	if err := r.Get(ctx, req.NamespacedName, a); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.deployments.forget(types.NamespacedName{Namespace: req.Namespace, Name: agentObjectName(req.Name)})
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !a.DeletionTimestamp.IsZero() {
@@ -146,14 +158,26 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) erro
 		return err
 	}
 	deploy := agentDeployment(agentParams{agent: a, image: r.Image, catalog: cat, tokenSecret: token})
-	for _, obj := range []client.Object{agentServiceAccount(a), agentRole(a), agentRoleBinding(a), deploy, agentService(a), agentNetworkPolicy(a)} {
+	for _, obj := range []client.Object{agentServiceAccount(a), agentRole(a), agentRoleBinding(a), agentService(a), agentNetworkPolicy(a)} {
 		if err := apply(ctx, r.Client, obj); err != nil {
 			return err
 		}
 	}
+	// The Deployment, the largest object, is applied only when the apply
+	// would change it: when it differs from what was last applied, or
+	// someone changed it since, or it is not there.
 	current := &appsv1.Deployment{}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(deploy), current); err != nil {
+	if err := r.Get(ctx, client.ObjectKeyFromObject(deploy), current); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
+	}
+	applied, err := r.deployments.apply(ctx, r.Client, deploy, current.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	if applied {
+		if err := r.Get(ctx, client.ObjectKeyFromObject(deploy), current); err != nil {
+			return fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
+		}
 	}
 	warnings, err := r.policyWarnings(ctx, a, cat)
 	if err != nil {
@@ -217,6 +241,13 @@ func (r *AgentReconciler) writeCatalog(ctx context.Context, a *skillsv1.Agent, c
 	}
 	for i := len(shards); i < catalog.MaxShards; i++ {
 		stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: catalogShardName(a.Name, i)}}
+		// Only shards the cache holds are deleted: one it does not hold yet
+		// requeues the Agent when it arrives, as the Agent owns it.
+		if exists, err := cachedConfigMap(ctx, r.Client, a.Namespace, stale.Name); err != nil {
+			return "", err
+		} else if !exists {
+			continue
+		}
 		if err := r.Delete(ctx, stale); client.IgnoreNotFound(err) != nil {
 			return "", fmt.Errorf("failed to delete catalog ConfigMap %s: %w", klog.KObj(stale), err)
 		}
@@ -278,13 +309,16 @@ func (r *AgentReconciler) policyWarnings(ctx context.Context, a *skillsv1.Agent,
 }
 
 // agentsForSkill maps a Skill to the Agents that name it, had it in their
-// catalog, or select Skills by a label selector that matches it.
+// catalog, or select Skills by a label selector that matches it. The Agents
+// listed are the cache's own (only read here, never changed).
 func (r *AgentReconciler) agentsForSkill(ctx context.Context, o client.Object) []reconcile.Request {
 	var byName, bySelector skillsv1.AgentList
-	if err := r.List(ctx, &byName, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexAgentSkill: o.GetName()}); err != nil {
+	if err := r.List(ctx, &byName, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexAgentSkill: o.GetName()},
+		client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list Agents of skill", "skill", klog.KObj(o))
 	}
-	if err := r.List(ctx, &bySelector, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexAgentSelects: "true"}); err != nil {
+	if err := r.List(ctx, &bySelector, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexAgentSelects: "true"},
+		client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list selecting Agents", "skill", klog.KObj(o))
 	}
 	var reqs []reconcile.Request
@@ -299,7 +333,7 @@ func (r *AgentReconciler) agentsForSkill(ctx context.Context, o client.Object) [
 	}
 	for i := range bySelector.Items {
 		a := &bySelector.Items[i]
-		if sel, err := metav1.LabelSelectorAsSelector(a.Spec.Skills.Selector); err == nil && sel.Matches(labels.Set(o.GetLabels())) {
+		if selectorMatches(a.Spec.Skills.Selector, o.GetLabels()) {
 			add(a)
 		}
 	}

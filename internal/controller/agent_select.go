@@ -2,8 +2,13 @@ package controller
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/catalog"
@@ -113,4 +118,40 @@ func toolWarnings(entries []catalog.Entry, m *policy.Matcher, policyName string)
 		}
 	}
 	return warnings
+}
+
+// skillChangesAgents tells whether an update of a Skill can change what an
+// Agent makes of it: its labels (which selectors match it), whether it is
+// served, or its catalog entry. Any other update, such as new instructions
+// not served yet, leaves every Agent as it was. It reads exactly what
+// selectSkills and catalogEntry read.
+func skillChangesAgents(before, after *skillsv1.Skill) bool {
+	served := func(s *skillsv1.Skill) bool { return s.Status.ServedGeneration != 0 && len(s.Status.ConfigMaps) != 0 }
+	return !maps.Equal(before.Labels, after.Labels) || served(before) != served(after) ||
+		!sameEntry(catalogEntry(before), catalogEntry(after))
+}
+
+// sameEntry tells whether two catalog entries are equal.
+func sameEntry(a, b catalog.Entry) bool {
+	return a.Name == b.Name && a.Description == b.Description && a.Invocation == b.Invocation &&
+		a.ContentHash == b.ContentHash && a.Shards == b.Shards && slices.Equal(a.AllowedTools, b.AllowedTools) &&
+		a.BundleImage == b.BundleImage && a.BundlePullPolicy == b.BundlePullPolicy
+}
+
+// selectorMatches tells whether a label selector selects an object's
+// labels, as metav1.LabelSelectorAsSelector would; a selector it cannot
+// parse selects nothing. A selector of labels only, the usual kind, is
+// matched without parsing it: an object's labels are valid, so a key or
+// value the parser would refuse matches none of them anyway.
+func selectorMatches(sel *metav1.LabelSelector, set map[string]string) bool {
+	if len(sel.MatchExpressions) == 0 {
+		for k, v := range sel.MatchLabels {
+			if got, ok := set[k]; !ok || got != v {
+				return false
+			}
+		}
+		return true
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	return err == nil && s.Matches(labels.Set(set))
 }

@@ -35,6 +35,9 @@ type Options struct {
 	MetricsAddr string
 	// ProbeAddr is where /healthz and /readyz are served; "0" disables them.
 	ProbeAddr string
+	// PprofAddr is where the Go profiles (/debug/pprof/) are served; "" or
+	// "0" disables them.
+	PprofAddr string
 	// LeaderElection makes replicas elect one leader that reconciles.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; the pod's namespace if empty.
@@ -62,6 +65,7 @@ type Options struct {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to; 0 disables it.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to; 0 disables them.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "Address the Go profiles (/debug/pprof/) are served on; 0 disables them.")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "Elect a leader so that only one replica reconciles at a time.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace.")
 	fs.IntVar(&o.MaxInstructionsBytes, "max-instructions-bytes", skill.DefaultMaxBodyBytes, "Largest skill instructions (SKILL.md body) served, in bytes.")
@@ -96,13 +100,19 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Controller: config.Controller{SkipNameValidation: &o.SkipControllerNameValidation},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}:       {Label: sandboxes},
-			&corev1.Pod{}:        {Label: sandboxes},
-			&appsv1.Deployment{}: {Label: agents},
-		}},
+		Cache: cache.Options{
+			ByObject: map[client.Object]cache.ByObject{
+				&batchv1.Job{}:       {Label: sandboxes},
+				&corev1.Pod{}:        {Label: sandboxes},
+				&appsv1.Deployment{}: {Label: agents},
+			},
+			// No reconciler reads managedFields: the cache need not hold
+			// them, which spares memory and the copying of every read.
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "kubeskills.io",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
