@@ -58,6 +58,10 @@ test: envtest helm ## Run unit and envtest tests against a real kube-apiserver a
 	go test $(GO_TEST_FLAGS) ./...
 	cd hack/images && go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: bench
+bench: envtest ## Run the benchmarks against a real kube-apiserver and etcd; write BENCHMARKS.md.
+	go run ./test/bench/cmd/report
+
 ##@ Build and run
 
 .PHONY: build

@@ -1,0 +1,695 @@
+// Command report runs the kubeskills benchmarks (`make bench`) and writes
+// their table to BENCHMARKS.md and to standard output: the policy
+// benchmarks of internal/policy, then the benchmarks of test/bench against
+// the envtest API server, each figure beside its baseline and its target.
+//
+// Figures measured elsewhere are read from a JSON file, by default
+// bin/bench/e2e.json, when it exists. The end-to-end tests (test/e2e) write
+// there the real-cluster half of the command start, `echo hi` asked of an
+// agent against a plain Job, in seconds:
+//
+//	{"date": "2026-11-30T12:27:49Z", "runs": 3,
+//	 "commandRunP50": 4.66, "commandRunP90": 5.41, "plainJobP50": 3.07, "plainJobP90": 3.12,
+//	 "ratioP50": 1.51, "ratioP90": 1.74}
+//
+// The file may also hold rows of the table as they are:
+//
+//	{"rows": [{"item": "4", "measure": "…", "result": "…", "baseline": "…",
+//	           "ratio": "…", "target": "≤ 1.2×", "status": "met"}]}
+//
+// They go into the table after the rows of the same item.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kubeskills/kubeskills/internal/testenv"
+)
+
+// Row is one line of the table.
+type Row struct {
+	Item     string `json:"item"`
+	Measure  string `json:"measure"`
+	Result   string `json:"result"`
+	Baseline string `json:"baseline"`
+	Ratio    string `json:"ratio"`
+	Target   string `json:"target"`
+	// Status is "met", "missed" or empty when there is no target.
+	Status string `json:"status"`
+}
+
+// extraFile is the format of the file of figures measured elsewhere.
+type extraFile struct {
+	Rows []Row `json:"rows"`
+	// The end-to-end tests' command start: `echo hi` asked of an agent on a
+	// real cluster against a plain Job, in seconds.
+	Date          string   `json:"date"`
+	Runs          int      `json:"runs"`
+	CommandRunP50 *float64 `json:"commandRunP50"`
+	CommandRunP90 float64  `json:"commandRunP90"`
+	PlainJobP50   float64  `json:"plainJobP50"`
+	PlainJobP90   float64  `json:"plainJobP90"`
+	RatioP50      float64  `json:"ratioP50"`
+	RatioP90      float64  `json:"ratioP90"`
+}
+
+func main() {
+	root := testenv.RepoRoot()
+	var o options
+	flag.StringVar(&o.out, "out", filepath.Join(root, "BENCHMARKS.md"), "The Markdown file to write.")
+	flag.StringVar(&o.extra, "extra", filepath.Join(root, "bin", "bench", "e2e.json"), "Rows measured elsewhere, as JSON; skipped when the file does not exist.")
+	flag.StringVar(&o.notes, "notes", filepath.Join(root, "test", "bench", "findings.md"), "Markdown appended after the table: the profiles and fixes.")
+	flag.StringVar(&o.raw, "raw", filepath.Join(root, "bin", "bench", "raw.txt"), "Where the raw output of the benchmarks is kept.")
+	flag.StringVar(&o.from, "from", "", "Write the table from the raw output of an earlier run instead of running the benchmarks.")
+	flag.StringVar(&o.policyTime, "policy-benchtime", "0.5s", "The -benchtime of the typical and 1 KiB policy benchmarks.")
+	flag.StringVar(&o.latencyTime, "latency-benchtime", "3s", "The -benchtime of the policy latency benchmark.")
+	flag.DurationVar(&o.timeout, "timeout", 13*time.Minute, "The timeout of the envtest benchmarks.")
+	flag.Parse()
+	if err := run(root, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	out, extra, notes, raw, from string
+	policyTime, latencyTime      string
+	timeout                      time.Duration
+}
+
+// Lines the raw output starts and ends with, so that -from can tell when
+// and under what load the run was made.
+const (
+	rawStarted = "# bench started "
+	rawEnded   = "# bench ended "
+)
+
+func run(root string, o options) error {
+	var text string
+	if o.from != "" {
+		data, err := os.ReadFile(o.from)
+		if err != nil {
+			return err
+		}
+		text = string(data)
+	} else {
+		var err error
+		if text, err = runBenchmarks(root, o); err != nil {
+			return err
+		}
+	}
+	var r results
+	r.parse(text)
+	rows := table(r)
+	extra, err := readExtra(o.extra)
+	if err != nil {
+		return err
+	}
+	rows = merge(rows, extra)
+	env := environment{
+		cpu:        r.cpu,
+		cores:      runtime.NumCPU(),
+		memory:     memTotal(),
+		goVersion:  goVersion(root),
+		kubernetes: r.kubernetes,
+		date:       r.started.UTC(),
+		duration:   r.ended.Sub(r.started).Round(time.Second),
+		load:       [2]string{r.load[0], r.load[1]},
+	}
+	var doc bytes.Buffer
+	writeDocument(&doc, env, rows, r, o.extra, len(extra) > 0)
+	if notes, err := os.ReadFile(o.notes); err == nil {
+		doc.WriteString("\n")
+		doc.Write(notes)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := os.WriteFile(o.out, doc.Bytes(), 0o644); err != nil {
+		return err
+	}
+	var tbl bytes.Buffer
+	writeTable(&tbl, rows)
+	fmt.Print(tbl.String())
+	fmt.Fprintf(os.Stderr, "bench: wrote %s\n", o.out)
+	return nil
+}
+
+// runBenchmarks runs the benchmarks and returns their output, which it also
+// keeps in o.raw.
+func runBenchmarks(root string, o options) (string, error) {
+	var raw bytes.Buffer
+	fmt.Fprintf(&raw, "%s%s load %s\n", rawStarted, time.Now().UTC().Format(time.RFC3339), loadAverage())
+	steps := [][]string{
+		{"test", "-run", "^$", "-bench", "^BenchmarkDecide(Typical|Pipeline1KiB)$", "-benchmem", "-benchtime", o.policyTime, "./internal/policy/"},
+		{"test", "-run", "^$", "-bench", "^BenchmarkDecideLatency$", "-benchmem", "-benchtime", o.latencyTime, "./internal/policy/"},
+		{"test", "-run", "^$", "-bench", "^BenchmarkDecideScaling$", "-benchtime", "1x", "./internal/policy/"},
+		{"test", "-tags", "bench", "-run", "^$", "-bench", ".", "-benchtime", "1x", "-timeout", o.timeout.String(), "./test/bench/"},
+	}
+	for _, args := range steps {
+		fmt.Fprintln(os.Stderr, "bench: go", strings.Join(args, " "))
+		if err := goCommand(root, args, &raw); err != nil {
+			_ = writeFile(o.raw, raw.Bytes())
+			return "", fmt.Errorf("go %s: %w (output kept in %s)", strings.Join(args, " "), err, o.raw)
+		}
+	}
+	fmt.Fprintf(&raw, "%s%s load %s\n", rawEnded, time.Now().UTC().Format(time.RFC3339), loadAverage())
+	return raw.String(), writeFile(o.raw, raw.Bytes())
+}
+
+// goCommand runs go with args in dir, copying its output to stderr and to
+// raw.
+func goCommand(dir string, args []string, raw *bytes.Buffer) error {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	w := io.MultiWriter(raw, os.Stderr)
+	cmd.Stdout, cmd.Stderr = w, w
+	return cmd.Run()
+}
+
+// results are the metrics of every benchmark, by name (without the
+// GOMAXPROCS suffix) and unit.
+type results struct {
+	metrics    map[string]map[string]float64
+	cpu        string
+	kubernetes string
+	// started and ended are when the run started and ended, and load the
+	// load average then.
+	started, ended time.Time
+	load           [2]string
+}
+
+var procsSuffix = regexp.MustCompile(`-\d+$`)
+
+// parse reads the lines of `go test -bench` output.
+func (r *results) parse(text string) {
+	if r.metrics == nil {
+		r.metrics = map[string]map[string]float64{}
+	}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "cpu: "); ok {
+			r.cpu = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(line, "kubeskills-bench: kubernetes "); ok {
+			r.kubernetes = strings.TrimSpace(v)
+		}
+		for i, prefix := range []string{rawStarted, rawEnded} {
+			if v, ok := strings.CutPrefix(line, prefix); ok {
+				at, load, _ := strings.Cut(v, " load ")
+				t, _ := time.Parse(time.RFC3339, at)
+				if i == 0 {
+					r.started = t
+				} else {
+					r.ended = t
+				}
+				r.load[i] = load
+			}
+		}
+		f := strings.Fields(line)
+		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+			continue
+		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue
+		}
+		name := procsSuffix.ReplaceAllString(strings.TrimPrefix(f[0], "Benchmark"), "")
+		m := map[string]float64{}
+		for i := 2; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				m[f[i+1]] = v
+			}
+		}
+		r.metrics[name] = m
+	}
+}
+
+// get returns a metric, and whether it was measured.
+func (r results) get(name, unit string) (float64, bool) {
+	v, ok := r.metrics[name][unit]
+	return v, ok
+}
+
+// table builds the rows from the metrics; a figure not measured shows as
+// "not measured".
+func table(r results) []Row {
+	var rows []Row
+	add := func(row Row) { rows = append(rows, row) }
+	m := func(name, unit string) float64 {
+		v, ok := r.get(name, unit)
+		if !ok {
+			return math.NaN()
+		}
+		return v
+	}
+
+	// 1. Skill throughput.
+	st := "SkillThroughput"
+	add(Row{Item: "1", Measure: "1,000 Skills applied → all Ready with their ConfigMaps",
+		Result: secs(m(st, "create-s")), Baseline: "same 1,000 ConfigMaps applied directly: " + secs(m(st, "floor-create-s")),
+		Ratio: times(m(st, "create-ratio")), Target: "≤ 1.3×", Status: atMost(m(st, "create-ratio"), 1.3)})
+	add(Row{Item: "1", Measure: "1,000 Skills updated → all Ready with their ConfigMaps",
+		Result: secs(m(st, "update-s")), Baseline: "same 1,000 ConfigMaps updated directly: " + secs(m(st, "floor-update-s")),
+		Ratio: times(m(st, "update-ratio")), Target: "≤ 1.3×", Status: atMost(m(st, "update-ratio"), 1.3)})
+
+	// 2. Agent catalog.
+	ac := "AgentCatalog"
+	add(Row{Item: "2", Measure: fmt.Sprintf("Agent selecting 1,000 Skills → catalog written (%s KiB, %s ConfigMap)", num(m(ac, "catalog-KiB"), 0), num(m(ac, "catalog-shards"), 0)),
+		Result: secs(m(ac, "catalog-s")), Baseline: "same catalog ConfigMap applied directly: " + secs(m(ac, "catalog-floor-s")),
+		Ratio: times(m(ac, "catalog-s") / m(ac, "catalog-floor-s"))})
+	add(Row{Item: "2", Measure: "Runtime loads the catalog from disk: median / worst of 30; memory allocated / retained",
+		Result:   fmt.Sprintf("%s / %s; %s / %s MiB", ms(m(ac, "load-ms")), ms(m(ac, "load-max-ms")), num(m(ac, "load-alloc-MiB"), 1), num(m(ac, "load-heap-MiB"), 1)),
+		Baseline: "bare JSON decoding of the same files: " + ms(m(ac, "load-floor-ms")),
+		Ratio:    times(m(ac, "load-ms") / m(ac, "load-floor-ms")), Target: "≤ 100 ms", Status: atMost(m(ac, "load-max-ms"), 100)})
+	add(Row{Item: "2", Measure: "One Skill edited → the Agent's catalog names its new content",
+		Result: secs(m(ac, "propagate-s")), Baseline: "one ConfigMap apply: " + ms(m(ac, "propagate-floor-ms")),
+		Ratio: times(m(ac, "propagate-s") * 1000 / m(ac, "propagate-floor-ms"))})
+	add(Row{Item: "2", Measure: "Runtime reloads the rewritten catalog",
+		Result: ms(m(ac, "reload-ms")), Baseline: "first load (median): " + ms(m(ac, "load-ms")),
+		Ratio: times(m(ac, "reload-ms") / m(ac, "load-ms")), Target: "≤ 100 ms", Status: atMost(m(ac, "reload-ms"), 100)})
+
+	// 3. Policy.
+	lo, hi, loA, hiA := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	for name := range r.metrics {
+		if strings.HasPrefix(name, "DecideTypical/") {
+			lo, hi = math.Min(lo, m(name, "ns/op")), math.Max(hi, m(name, "ns/op"))
+			loA, hiA = math.Min(loA, m(name, "allocs/op")), math.Max(hiA, m(name, "allocs/op"))
+		}
+	}
+	add(Row{Item: "3", Measure: "Decision, 5 typical commands (20–200 B): mean time; allocations",
+		Result: fmt.Sprintf("%s–%s; %s–%s allocs", micros(lo), micros(hi), num(loA, 0), num(hiA, 0))})
+	for _, c := range []struct{ name, measure string }{
+		{"DecideLatency/simple", "Decision, typical 32 B command: p50 / p99 (CPU p99)"},
+		{"DecideLatency/script", "Decision, typical 172 B script: p50 / p99 (CPU p99)"},
+	} {
+		add(Row{Item: "3", Measure: c.measure,
+			Result:   fmt.Sprintf("%s / %s (%s)", micros(m(c.name, "p50-ns")), micros(m(c.name, "p99-ns")), micros(m(c.name, "cpu-p99-ns"))),
+			Baseline: fmt.Sprintf("shell parse alone: %s / %s", micros(m(c.name, "parse-p50-ns")), micros(m(c.name, "parse-p99-ns"))),
+			Ratio:    times(m(c.name, "p99-ns")/m(c.name, "parse-p99-ns")) + " of the parse"})
+	}
+	pl := "DecideLatency/pipeline1KiB"
+	add(Row{Item: "3", Measure: fmt.Sprintf("Decision, 1 KiB pipeline: p50 / p99 (CPU p99); %s allocs, %s KiB", num(m("DecidePipeline1KiB", "allocs/op"), 0), num(m("DecidePipeline1KiB", "B/op")/1024, 1)),
+		Result: fmt.Sprintf("%s / %s (%s)", micros(m(pl, "p50-ns")), micros(m(pl, "p99-ns")), micros(m(pl, "cpu-p99-ns"))),
+		Baseline: fmt.Sprintf("shell parse alone: %s / %s; fixed work as long as the median decision: %s / %s",
+			micros(m(pl, "parse-p50-ns")), micros(m(pl, "parse-p99-ns")), micros(m(pl, "spin-p50-ns")), micros(m(pl, "spin-p99-ns"))),
+		Ratio: times(m(pl, "p99-ns")/m(pl, "parse-p99-ns")) + " of the parse", Target: "p99 ≤ 50 µs", Status: atMost(m(pl, "p99-ns")/1000, 50)})
+	growth, worst, maxNsB := adversarialGrowth(r)
+	add(Row{Item: "3", Measure: "Decision, adversarial inputs 1–64 KiB (15 kinds, table below): cost per byte; its growth from 4 to 64 KiB, worst kind",
+		Result:   fmt.Sprintf("≤ %s ns/B", num(maxNsB, 0)),
+		Baseline: "same kind at 4 KiB", Ratio: fmt.Sprintf("%s (%s)", times(growth), worst),
+		Target: "linear: ≤ 2× (quadratic would be 16×)", Status: atMost(growth, 2)})
+
+	// 4. Command start.
+	cs := "CommandStart"
+	jobBaseline := fmt.Sprintf("same Job created directly, from the create call until seen on the same watch: %s / %s", ms(m(cs, "job-p50-ms")), ms(m(cs, "job-p99-ms")))
+	add(Row{Item: "4", Measure: "CommandRun created → its Job created (envtest, 200 runs, seen on a watch): p50 / p99",
+		Result:   fmt.Sprintf("%s / %s", ms(m(cs, "created-p50-ms")), ms(m(cs, "created-p99-ms"))),
+		Baseline: jobBaseline,
+		Ratio:    fmt.Sprintf("%s / %s", times(m(cs, "created-p50-ratio")), times(m(cs, "created-p99-ratio"))),
+		Target:   "≤ 1.2×", Status: atMost(math.Max(m(cs, "created-p50-ratio"), m(cs, "created-p99-ratio")), 1.2)})
+	add(Row{Item: "4", Measure: "The same, from the start of the CommandRun's create call: p50 / p99",
+		Result:   fmt.Sprintf("%s / %s", ms(m(cs, "run-p50-ms")), ms(m(cs, "run-p99-ms"))),
+		Baseline: jobBaseline,
+		Ratio:    fmt.Sprintf("%s / %s", times(m(cs, "p50-ratio")), times(m(cs, "p99-ratio")))})
+
+	// 5. Manager footprint.
+	mf := "ManagerFootprint"
+	add(Row{Item: "5", Measure: "Manager process, resident memory at rest with 5,000 Skills and 100 Agents (VmRSS; Go heap in use)",
+		Result:   fmt.Sprintf("%s MiB (%s MiB)", num(m(mf, "rest-rss-MiB"), 0), num(m(mf, "rest-heap-MiB"), 0)),
+		Baseline: "on an empty cluster: " + num(m(mf, "empty-rss-MiB"), 0) + " MiB",
+		Ratio:    times(m(mf, "rest-rss-MiB") / m(mf, "empty-rss-MiB")), Target: "≤ 150 MiB", Status: atMost(m(mf, "rest-rss-MiB"), 150)})
+	add(Row{Item: "5", Measure: "Manager peak memory while 1,000 of the Skills are updated (VmHWM)",
+		Result:   num(m(mf, "update-hwm-MiB"), 0) + " MiB",
+		Baseline: "peak while the fleet was created: " + num(m(mf, "load-hwm-MiB"), 0) + " MiB",
+		Ratio:    times(m(mf, "update-hwm-MiB") / m(mf, "load-hwm-MiB")), Target: "≤ 150 MiB", Status: atMost(m(mf, "update-hwm-MiB"), 150)})
+	add(Row{Item: "5", Measure: "Manager CPU time (utime + stime): creating the fleet / 10 s at rest / 1,000 updates",
+		Result: fmt.Sprintf("%s CPU in %s / %s / %s CPU in %s", secs(m(mf, "load-cpu-s")), secs(m(mf, "load-s")), secs(m(mf, "rest-cpu-s")),
+			secs(m(mf, "update-cpu-s")), secs(m(mf, "update-s")))})
+	return rows
+}
+
+// adversarialGrowth returns the largest growth of ns/B from 4 to 64 KiB
+// over the adversarial kinds, the kind it is for, and the largest ns/B
+// seen. At 1 KiB a whole decision stays in the CPU's caches, which makes it
+// cheaper per byte for reasons that have nothing to do with the algorithm;
+// from 4 KiB on, a cost that grows faster than the input shows as ns/B
+// growing with it.
+func adversarialGrowth(r results) (growth float64, kind string, maxNsB float64) {
+	growth = math.NaN()
+	for name, m := range r.metrics {
+		k, ok := strings.CutPrefix(name, "DecideScaling/")
+		if !ok {
+			continue
+		}
+		if g, ok := m["growth"]; ok && (math.IsNaN(growth) || g > growth) {
+			growth, kind = g, k
+		}
+		for unit, v := range m {
+			if strings.HasPrefix(unit, "ns/B-") {
+				maxNsB = math.Max(maxNsB, v)
+			}
+		}
+	}
+	return growth, kind, maxNsB
+}
+
+// readExtra reads the rows measured elsewhere; none when the file does not
+// exist.
+func readExtra(path string) ([]Row, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var e extraFile
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, fmt.Errorf("failed to read the rows of %s: %w", path, err)
+	}
+	rows := e.Rows
+	if e.CommandRunP50 != nil {
+		rows = append(rows, Row{Item: "4",
+			Measure: fmt.Sprintf("`echo hi` asked of an agent on a real cluster → its result (end-to-end tests, %d runs, %s): p50 / p90",
+				e.Runs, e.Date),
+			Result:   fmt.Sprintf("%s / %s", secs(*e.CommandRunP50), secs(e.CommandRunP90)),
+			Baseline: fmt.Sprintf("plain Job running `echo hi`, created until its log is read: %s / %s", secs(e.PlainJobP50), secs(e.PlainJobP90)),
+			Ratio:    fmt.Sprintf("%s / %s", times(e.RatioP50), times(e.RatioP90)),
+			Target:   "≤ 1.2×", Status: atMost(math.Max(e.RatioP50, e.RatioP90), 1.2)})
+	}
+	return rows, nil
+}
+
+// merge puts each extra row after the last row of its item.
+func merge(rows, extra []Row) []Row {
+	out := append([]Row(nil), rows...)
+	for _, e := range extra {
+		at := len(out)
+		for i, r := range out {
+			if r.Item == e.Item {
+				at = i + 1
+			}
+		}
+		out = append(out[:at], append([]Row{e}, out[at:]...)...)
+	}
+	return out
+}
+
+// environment is what the run ran on.
+type environment struct {
+	cpu        string
+	cores      int
+	memory     string
+	goVersion  string
+	kubernetes string
+	date       time.Time
+	duration   time.Duration
+	load       [2]string
+}
+
+func writeDocument(w *bytes.Buffer, env environment, rows []Row, r results, extraPath string, haveExtra bool) {
+	fmt.Fprintf(w, "# Benchmarks\n\n")
+	fmt.Fprintf(w, "Written by `make bench` (test/bench/cmd/report); do not edit the table by hand. "+
+		"Every figure stands beside a baseline measured in the same run, on the same machine and the same API server, "+
+		"so that the ratios mean something on a machine whose absolute speed varies.\n\n")
+	fmt.Fprintf(w, "| | |\n| --- | --- |\n")
+	fmt.Fprintf(w, "| Date | %s |\n", env.date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "| Machine | %s, %d cores, %s memory |\n", orUnknown(env.cpu), env.cores, orUnknown(env.memory))
+	fmt.Fprintf(w, "| Load average (1, 5, 15 min) | %s at the start, %s at the end |\n", orUnknown(env.load[0]), orUnknown(env.load[1]))
+	fmt.Fprintf(w, "| Go | %s |\n", orUnknown(env.goVersion))
+	fmt.Fprintf(w, "| Kubernetes (envtest kube-apiserver and etcd) | %s |\n", orUnknown(env.kubernetes))
+	fmt.Fprintf(w, "| Duration of the run | %s |\n\n", env.duration)
+	w.WriteString("## Results\n\n")
+	writeTable(w, rows)
+	if haveExtra {
+		fmt.Fprintf(w, "\nRows marked as from the end-to-end tests are read from %s, which `make e2e` writes: they come from "+
+			"that run, on a real cluster, not from this one.\n", relative(extraPath))
+	} else {
+		fmt.Fprintf(w, "\nThe real-cluster half of item 4 (`echo hi` asked of an agent → its result, against a plain Job) is measured by "+
+			"the end-to-end tests; its row appears here when %s exists (format: see test/bench/cmd/report).\n", relative(extraPath))
+	}
+	writeBreakdown(w, r)
+	w.WriteString("\n## How each figure is measured\n\n")
+	w.WriteString(method)
+	w.WriteString("\n## Policy: cost per byte of adversarial inputs (ns/B)\n\n")
+	writeAdversarial(w, r)
+}
+
+// method says how the figures are taken.
+const method = `1. **Skill throughput** (BenchmarkSkillThroughput). 16 client goroutines server-side apply 1,000 Skills
+   (about 4 KiB of instructions and files each) into a namespace while the operator runs in-process with its default
+   4 Skill workers; the time runs from the first apply until a watch has seen every Skill Ready with
+   status.servedGeneration equal to its generation (the operator writes the ConfigMap before it writes that status).
+   The floor is the same 1,000 ConfigMaps, built as the operator builds them, applied by 16 goroutines into another
+   namespace of the same API server while the operator runs. Then every Skill and every floor ConfigMap is updated.
+2. **Agent catalog** (BenchmarkAgentCatalog). An Agent selecting those 1,000 Skills by label is created; the time runs
+   until a watch sees its status name a catalog revision of 1,000 skills. The catalog ConfigMaps are then written to
+   disk as the kubelet mounts them (internal/kubeletfs) and the runtime's store (internal/catalog.Open) loads them 30
+   times; memory is what one load allocates and what a loaded store keeps on the heap. One Skill is then edited; the
+   time runs until the Agent's status names a new catalog revision, and the runtime reloads the remounted catalog.
+3. **Policy** (internal/policy, BenchmarkDecideTypical, BenchmarkDecidePipeline1KiB, BenchmarkDecideLatency,
+   BenchmarkDecideScaling), with the realistic 40-rule policy of the decision table. The latency benchmark times
+   every decision on its own; p99 is wall-clock time, and CPU p99 the CPU time of the thread, which leaves out the time
+   the OS gave to other processes. The baselines are the shell parser alone (mvdan.cc/sh) on the same command, and
+   fixed work that allocates nothing (hashing) taking as long as the median decision, whose tail is the machine's own.
+4. **Command start** (BenchmarkCommandStart). 200 CommandRuns of ` + "`echo hi`" + ` (allowed by the Agent's policy) are created
+   one at a time; each is timed until a watch on Jobs sees its Job, from the moment the CommandRun exists (its create
+   call returned) and from the start of that call. The baseline creates the same Job (internal/sandbox.Job) directly
+   and times it from its create call until the same watch sees it, alternating with the runs.
+5. **Manager footprint** (BenchmarkManagerFootprint). ` + "`go build ./cmd/manager`" + ` runs as a process of its own against an API
+   server of its own (admin kubeconfig, no webhooks, no leader election). VmRSS and VmHWM come from /proc/PID/status,
+   CPU from utime + stime in /proc/PID/stat. 5,000 Skills are created, then 100 Agents selecting 50 each; at rest is
+   15 s after every catalog is written; VmHWM is reset (/proc/PID/clear_refs) before 1,000 Skills are updated, and
+   the update ends when every Agent's catalog lists the new content.
+`
+
+func writeTable(w *bytes.Buffer, rows []Row) {
+	w.WriteString("| # | Measure | Result | Baseline | Ratio | Target | |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		status := ""
+		switch r.Status {
+		case "met":
+			status = "met"
+		case "missed":
+			status = "**missed**"
+		default:
+			status = r.Status
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.Item, r.Measure, r.Result, orDash(r.Baseline), orDash(r.Ratio), orDash(r.Target), status)
+	}
+}
+
+// writeBreakdown says where the time of items 1 and 4 goes.
+func writeBreakdown(w *bytes.Buffer, r results) {
+	st := "SkillThroughput"
+	w.WriteString("\n## Where the time goes\n\n")
+	w.WriteString("Item 1, by phase: the CPU time each process used and the write requests the API server served " +
+		"(apiserver_request_total), per Skill. The operator's phases include the client's writes of the Skills.\n\n")
+	w.WriteString("| phase | wall | kube-apiserver CPU | etcd CPU | operator and client CPU | writes per Skill |\n| --- | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, p := range []struct{ key, name, wall string }{
+		{"floor-create", "floor: 1,000 ConfigMaps created", "floor-create-s"},
+		{"create", "operator: 1,000 Skills created → Ready", "create-s"},
+		{"floor-update", "floor: 1,000 ConfigMaps updated", "floor-update-s"},
+		{"update", "operator: 1,000 Skills updated → Ready", "update-s"},
+	} {
+		get := func(unit string) float64 {
+			v, ok := r.get(st, unit)
+			if !ok {
+				return math.NaN()
+			}
+			return v
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", p.name, secs(get(p.wall)), secs(get(p.key+"-apiserver-cpu-s")),
+			secs(get(p.key+"-etcd-cpu-s")), secs(get(p.key+"-process-cpu-s")), num(get(p.key+"-writes/skill"), 1))
+	}
+	cs := "CommandStart"
+	get := func(unit string) float64 {
+		v, ok := r.get(cs, unit)
+		if !ok {
+			return math.NaN()
+		}
+		return v
+	}
+	fmt.Fprintf(w, "\nItem 4, medians from the start of the CommandRun's create call: the call returns after %s; the run's "+
+		"NetworkPolicy, which the operator creates before the Job, is seen after %s, and its Job after %s. A Job created "+
+		"directly is seen %s after its create call starts (the call itself: %s).\n",
+		ms(get("run-create-p50-ms")), ms(get("run-policy-p50-ms")), ms(get("run-p50-ms")), ms(get("job-p50-ms")), ms(get("rtt-p50-ms")))
+}
+
+// writeAdversarial writes ns/B by kind and size.
+func writeAdversarial(w *bytes.Buffer, r results) {
+	sizes := []string{"1KiB", "4KiB", "16KiB", "64KiB"}
+	var names []string
+	for name := range r.metrics {
+		if kind, ok := strings.CutPrefix(name, "DecideScaling/"); ok {
+			names = append(names, kind)
+		}
+	}
+	sort.Strings(names)
+	w.WriteString("BenchmarkDecideScaling: each figure is the least of 7 rounds of at least 30 ms, the sizes taken in turn (what " +
+		"else runs only ever adds time). A cost linear in the input keeps ns/B flat as the input grows; a quadratic one would " +
+		"multiply it by 16 from 4 to 64 KiB. At 1 KiB a whole decision stays in the CPU's caches, which can make it cheaper " +
+		"per byte. Inputs with more than 1,024 nesting tokens are refused before parsing, which is why `parens` gets cheaper " +
+		"per byte.\n\n")
+	w.WriteString("| kind | " + strings.Join(sizes, " | ") + " | 64 KiB ÷ 4 KiB |\n| --- |" + strings.Repeat(" ---: |", len(sizes)+1) + "\n")
+	for _, k := range names {
+		cells := make([]string, 0, len(sizes)+1)
+		for _, s := range sizes {
+			v, _ := r.get("DecideScaling/"+k, "ns/B-"+s)
+			cells = append(cells, num(v, 0))
+		}
+		g, _ := r.get("DecideScaling/"+k, "growth")
+		cells = append(cells, times(g))
+		fmt.Fprintf(w, "| %s | %s |\n", k, strings.Join(cells, " | "))
+	}
+}
+
+// Formatting. NaN, a figure not measured, shows as "not measured".
+
+func secs(v float64) string {
+	if math.IsNaN(v) {
+		return "not measured"
+	}
+	if v < 1 {
+		return fmt.Sprintf("%.0f ms", v*1000)
+	}
+	return fmt.Sprintf("%.1f s", v)
+}
+
+func ms(v float64) string {
+	if math.IsNaN(v) {
+		return "not measured"
+	}
+	if v >= 1000 {
+		return fmt.Sprintf("%.2f s", v/1000)
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.1f ms", v)
+	}
+	return fmt.Sprintf("%.0f ms", v)
+}
+
+func micros(ns float64) string {
+	if math.IsNaN(ns) || math.IsInf(ns, 0) {
+		return "not measured"
+	}
+	us := ns / 1000
+	switch {
+	case us >= 1000:
+		return fmt.Sprintf("%.2f ms", us/1000)
+	case us < 10:
+		return fmt.Sprintf("%.1f µs", us)
+	}
+	return fmt.Sprintf("%.0f µs", us)
+}
+
+func times(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", v)
+}
+
+func num(v float64, decimals int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "?"
+	}
+	return strconv.FormatFloat(v, 'f', decimals, 64)
+}
+
+// atMost is "met" when v is at most limit, "missed" above it, and "" when v
+// was not measured.
+func atMost(v, limit float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "not measured"
+	case v <= limit:
+		return "met"
+	}
+	return "missed"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// relative is path relative to the repository root, when it is inside.
+func relative(path string) string {
+	if rel, err := filepath.Rel(testenv.RepoRoot(), path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+// memTotal is MemTotal of /proc/meminfo, in GiB.
+func memTotal() string {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return fmt.Sprintf("%.1f GiB", kb/(1<<20))
+		}
+	}
+	return ""
+}
+
+// loadAverage is the first three fields of /proc/loadavg.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], ", ")
+}
+
+// goVersion is the version of the go command that runs the benchmarks.
+func goVersion(dir string) string {
+	cmd := exec.Command("go", "env", "GOVERSION")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return runtime.Version()
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func writeFile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
