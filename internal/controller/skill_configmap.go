@@ -25,12 +25,14 @@ const (
 )
 
 // shardName is the name of the ConfigMap holding shard i of a skill:
-// `skill-NAME` for shard 0, `skill-NAME-I` for the others.
+// `skill-NAME` for shard 0, `skill-NAME--I` for the others. A skill name
+// never holds "--", so no shard of one Skill is named like a shard of
+// another (with a single '-', shard 1 of `a` would be shard 0 of `a-1`).
 func shardName(skillName string, i int) string {
 	if i == 0 {
 		return "skill-" + skillName
 	}
-	return "skill-" + skillName + "-" + strconv.Itoa(i)
+	return "skill-" + skillName + "--" + strconv.Itoa(i)
 }
 
 // skillConfigMap builds the whole ConfigMap for shard i of a Skill, owned by

@@ -100,6 +100,11 @@ func TestLargeSkillIsShardedAndShrinks(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(size).To(BeNumerically(">", skillapi.MaxObjectBytes))
 	g.Expect(skillapi.Fit(obj, skillapi.MaxObjectBytes)).To(BeTrue())
+	// A Skill whose name is the large one's plus "-1" must not share a
+	// ConfigMap with the large one's second shard.
+	neighbour := newSkill(ns, "large-runbook-1")
+	g.Expect(k8s.Create(context.Background(), neighbour)).To(Succeed())
+	neighbourHash := waitSkill(t, ns, neighbour.Name).Status.ContentHash
 	g.Expect(k8s.Create(context.Background(), obj)).To(Succeed())
 
 	got := waitSkill(t, ns, obj.Name)
@@ -107,6 +112,8 @@ func TestLargeSkillIsShardedAndShrinks(t *testing.T) {
 		condition(got.Status.Conditions, skillsv1.ReadyCondition).Message)
 	g.Expect(got.Status.SizeBytes).To(BeNumerically(">", 1_200_000))
 	g.Expect(len(got.Status.ConfigMaps)).To(BeNumerically(">=", 2))
+	g.Expect(got.Status.ConfigMaps).NotTo(ContainElements(getSkill(g, ns, neighbour.Name).Status.ConfigMaps),
+		"two Skills are served from the same ConfigMap")
 	cms, shards := servedShards(g, ns, obj.Name)
 	g.Expect(cms).To(HaveLen(len(got.Status.ConfigMaps)))
 	served, err := skill.Unpack(shards)
@@ -122,6 +129,10 @@ func TestLargeSkillIsShardedAndShrinks(t *testing.T) {
 		cms, _ := servedShards(g, ns, obj.Name)
 		g.Expect(cms).To(HaveLen(1), "shards of the larger version must be deleted")
 	}, timeout, interval).Should(Succeed())
+	_, neighbourShards := servedShards(g, ns, neighbour.Name)
+	neighbourServed, err := skill.Unpack(neighbourShards)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(skill.Hash(neighbourServed)).To(Equal(neighbourHash), "the neighbour's ConfigMap was taken over")
 }
 
 // TestDeletedConfigMapIsRestored: the operator puts back a ConfigMap that

@@ -15,7 +15,7 @@ import (
 )
 
 func TestSkillMounts(t *testing.T) {
-	shards := []string{"skill-pdf-tools", "skill-pdf-tools-1", "skill-pdf-tools-2"}
+	shards := []string{"skill-pdf-tools", "skill-pdf-tools--1", "skill-pdf-tools--2"}
 	job := Job(Params{Run: testRun(), Skill: testSkill(shards...), RunnerImage: testRunnerImage,
 		DefaultImage: testDefaultImage, Timeout: time.Minute})
 	spec := job.Spec.Template.Spec

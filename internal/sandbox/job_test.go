@@ -97,7 +97,7 @@ func variants() []variant {
 		{
 			name: "full sandbox, skill in three shards",
 			params: Params{Run: testRun(), Policy: testPolicy(),
-				Skill:       testSkill("skill-pdf-tools", "skill-pdf-tools-1", "skill-pdf-tools-2"),
+				Skill:       testSkill("skill-pdf-tools", "skill-pdf-tools--1", "skill-pdf-tools--2"),
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: 1500 * time.Millisecond},
 			wantDeadline: 2 + 5 + 30,
 			wantTTL:      60,
