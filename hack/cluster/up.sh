@@ -45,8 +45,18 @@ fi
 
 # A half-started or dead cluster is removed before starting anew.
 "$root/hack/cluster/down.sh"
-trap 'rc=$?; log "start failed; tearing down (logs were in $state/logs)"; cp -r "$state/logs" "$root/bin/cluster/last-failure-logs" 2>/dev/null || true; "$root/hack/cluster/down.sh"; exit $rc' ERR
-trap 'log "interrupted; tearing down"; "$root/hack/cluster/down.sh"; exit 130' INT TERM
+# Whatever ends the start early (a failed command, Ctrl-C, SIGTERM) tears
+# down what was started; the components' logs are kept for a look.
+started=0
+teardown_unless_started() {
+  [ $started = 1 ] && return
+  log "start failed or interrupted; tearing down (logs: bin/cluster/last-failure-logs)"
+  rm -rf "$root/bin/cluster/last-failure-logs"
+  cp -r "$state/logs" "$root/bin/cluster/last-failure-logs" 2>/dev/null || true
+  "$root/hack/cluster/down.sh"
+}
+trap teardown_unless_started EXIT
+trap 'exit 130' INT TERM
 
 mkdir -p "$state"/{pki,logs,pids,etc,etcd,run,containerd,cni/net.d} "$(dirname "$kubeconfig")"
 
@@ -267,6 +277,6 @@ wait_for "default ServiceAccount" 60 k get serviceaccount default -n default
 for c in "${components[@]}"; do
   pid_alive "$state/pids/$c" || { log "$c exited; see $state/logs/$c.log"; false; }
 done
-trap - ERR INT TERM
+started=1
 log "cluster ready in $((SECONDS - cluster_start))s (total $((SECONDS - start))s)"
 echo "$kubeconfig"
