@@ -116,7 +116,7 @@ images: ## Build the image tarballs (operator, toolbox, model server, pause) int
 	hack/images/build.sh $(LOCALBIN)/images
 
 .PHONY: cluster-up
-cluster-up: helm ## Start a real single-node cluster in a private network namespace (kubeconfig: bin/cluster/kubeconfig).
+cluster-up: ## Start a real single-node cluster in a private network namespace (kubeconfig: bin/cluster/kubeconfig).
 	hack/cluster/up.sh
 
 .PHONY: cluster-down
