@@ -61,7 +61,7 @@ func BenchmarkManagerFootprint(b *testing.B) {
 
 		// The baseline: the manager up, one Skill served, nothing else.
 		createSkills(ctx, b, e, e.Namespace(b), "probe", 1, 1, 1)
-		time.Sleep(5 * time.Second)
+		mgr.settle(b, 2*time.Second)
 		empty := mgr.status(b)
 
 		ns := e.Namespace(b)
@@ -82,11 +82,9 @@ func BenchmarkManagerFootprint(b *testing.B) {
 		loadCPU := procCPU(mgr.pid()) - cpu0
 		loadHWM := mgr.status(b).hwm
 
-		time.Sleep(5 * time.Second)
-		cpu0 = procCPU(mgr.pid())
+		mgr.settle(b, 2*time.Second)
 		wait := mgr.profile(b, "manager-rest-cpu", "profile?seconds=10")
-		time.Sleep(restWindow)
-		restCPU := procCPU(mgr.pid()) - cpu0
+		restCPU := mgr.settle(b, restWindow)
 		wait()
 		rest := mgr.status(b)
 		heap := mgr.metric(b, "go_memstats_heap_inuse_bytes")
@@ -232,6 +230,14 @@ func startManager(b *testing.B, e *testenv.Env) *managerProcess {
 }
 
 func (m *managerProcess) pid() int { return m.cmd.Process.Pid }
+
+// settle waits until the manager is at rest, having used at most 5% of
+// one CPU over the last window, and returns its CPU time in that window.
+func (m *managerProcess) settle(b *testing.B, window time.Duration) time.Duration {
+	b.Helper()
+	cpu := func() float64 { return float64(procCPU(m.pid())) }
+	return time.Duration(settle(b, "the manager's CPU time", cpu, window, 0.05*float64(window), 2*time.Minute))
+}
 
 // stop ends the manager: SIGTERM, then SIGKILL after ten seconds.
 func (m *managerProcess) stop() {

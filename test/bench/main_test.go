@@ -542,3 +542,42 @@ func requestDiff(before, after map[string]float64, min float64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// settle polls a counter that only grows (CPU time, requests served) until
+// it has grown by at most tolerance over the last window, and returns that
+// growth: the work done at rest. It fails the benchmark when the counter
+// is still busy at the deadline.
+func settle(b *testing.B, what string, read func() float64, window time.Duration, tolerance float64, deadline time.Duration) float64 {
+	b.Helper()
+	type sample struct {
+		at time.Time
+		v  float64
+	}
+	const step = 250 * time.Millisecond
+	start := time.Now()
+	samples := []sample{{start, read()}}
+	ticker := time.NewTicker(step)
+	defer ticker.Stop()
+	for now := range ticker.C {
+		samples = append(samples, sample{now, read()})
+		// The oldest sample at least a window old, if any.
+		i := -1
+		for j := len(samples) - 1; j >= 0; j-- {
+			if now.Sub(samples[j].at) >= window {
+				i = j
+				break
+			}
+		}
+		if i >= 0 {
+			grew := samples[len(samples)-1].v - samples[i].v
+			if grew <= tolerance {
+				return grew
+			}
+			samples = samples[i:]
+		}
+		if now.Sub(start) > deadline {
+			b.Fatalf("%s did not settle within %s", what, deadline)
+		}
+	}
+	return 0
+}
