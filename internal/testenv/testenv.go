@@ -119,7 +119,7 @@ func assetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, nil
 	}
-	version, err := kubernetesVersion()
+	version, err := KubernetesVersion()
 	if err != nil {
 		return "", err
 	}
@@ -132,9 +132,9 @@ func assetsDir() (string, error) {
 	return dir, nil
 }
 
-// kubernetesVersion reads the version of k8s.io/kubernetes that
+// KubernetesVersion reads the version of k8s.io/kubernetes that
 // hack/k8s/go.mod builds the control plane from.
-func kubernetesVersion() (string, error) {
+func KubernetesVersion() (string, error) {
 	data, err := os.ReadFile(filepath.Join(RepoRoot(), "hack", "k8s", "go.mod"))
 	if err != nil {
 		return "", fmt.Errorf("failed to read hack/k8s/go.mod: %w", err)

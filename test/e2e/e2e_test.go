@@ -31,6 +31,7 @@ import (
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
+	"github.com/kubeskills/kubeskills/internal/cli/clitest"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -81,11 +82,10 @@ func teardown(root string) error {
 
 // state is what the steps hand on to each other.
 type state struct {
-	model    model
-	agent    agentAPI
-	webIP    string
-	podUID   types.UID
-	skillDir string
+	model  model
+	agent  agentAPI
+	webIP  string
+	podUID types.UID
 }
 
 // TestEndToEnd is the loop a user runs, step by step; a step that fails
@@ -142,28 +142,25 @@ func serviceIP(t *testing.T, name string) string {
 func applySkills(t *testing.T, s *state) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	folders, err := filepath.Glob(filepath.Join(c.root, "config", "samples", "skills", "*"))
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(folders).NotTo(BeEmpty())
+	folders := clitest.SampleFolders(t)
 
 	// A large skill: a long runbook and 1.2 MB of reference data in 60
 	// files, more than one ConfigMap holds.
-	s.skillDir = t.TempDir()
-	large := filepath.Join(s.skillDir, "large-runbook")
-	g.Expect(os.MkdirAll(filepath.Join(large, "references"), 0o755)).To(Succeed())
 	var body strings.Builder
 	for i := 0; body.Len() < 60_000; i++ {
 		fmt.Fprintf(&body, "%d. Check step %d of the runbook and note what you saw.\n", i+1, i+1)
 	}
-	g.Expect(os.WriteFile(filepath.Join(large, "SKILL.md"), []byte("---\nname: large-runbook\n"+
-		"description: A long runbook with a large reference file.\n---\n"+body.String()), 0o644)).To(Succeed())
+	files := map[string]string{
+		"SKILL.md": clitest.SkillMD("large-runbook", "A long runbook with large reference files.", body.String()),
+	}
 	for i := range 60 {
 		var data strings.Builder
 		for j := 0; data.Len() < 20_000; j++ {
 			fmt.Fprintf(&data, "<event id=\"%d-%d\" node=\"node-%d\"/>\n", i, j, j%97)
 		}
-		g.Expect(os.WriteFile(filepath.Join(large, "references", fmt.Sprintf("events-%02d.xml", i)), []byte(data.String()), 0o644)).To(Succeed())
+		files[fmt.Sprintf("references/events-%02d.xml", i)] = data.String()
 	}
+	large := clitest.WriteFolder(t, filepath.Join(t.TempDir(), "large-runbook"), files)
 
 	args := append([]string{"skills", "import", "-n", ns}, append(folders, large)...)
 	manifest := filepath.Join(t.TempDir(), "skills.yaml")

@@ -14,18 +14,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
 	"github.com/kubeskills/kubeskills/internal/scheme"
+	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
 // cluster is what the tests know of the cluster hack/cluster/up.sh started.
@@ -36,6 +37,7 @@ type cluster struct {
 	helm       string
 	pluginDir  string // holds kubectl-skills, put on kubectl's PATH
 	client     client.WithWatch
+	clientset  kubernetes.Interface // for what controller-runtime lacks: pod logs
 
 	mu       sync.Mutex
 	forwards []*exec.Cmd // port-forwards, which outlive the step that made them
@@ -52,19 +54,13 @@ func (c *cluster) stopForwards() {
 	c.forwards = nil
 }
 
-// repoRoot is the checkout this file belongs to.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
 func newCluster() (*cluster, error) {
-	c := &cluster{root: repoRoot()}
+	c := &cluster{root: testenv.RepoRoot()}
 	c.kubeconfig = filepath.Join(c.root, "bin", "cluster", "kubeconfig")
 	if _, err := os.Stat(c.kubeconfig); err != nil {
 		return nil, fmt.Errorf("no cluster: %w (start one with `make cluster-up`, or run `make e2e`)", err)
 	}
-	version, err := k8sVersion(c.root)
+	version, err := testenv.KubernetesVersion()
 	if err != nil {
 		return nil, err
 	}
@@ -88,19 +84,10 @@ func newCluster() (*cluster, error) {
 	if c.client, err = client.NewWithWatch(cfg, client.Options{Scheme: sch}); err != nil {
 		return nil, err
 	}
+	if c.clientset, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
 	return c, nil
-}
-
-func k8sVersion(root string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(root, "hack", "k8s", "go.mod"))
-	if err != nil {
-		return "", err
-	}
-	m := regexp.MustCompile(`(?m)^\s*k8s\.io/kubernetes (v\S+)`).FindSubmatch(data)
-	if m == nil {
-		return "", fmt.Errorf("hack/k8s/go.mod names no k8s.io/kubernetes version")
-	}
-	return string(m[1]), nil
 }
 
 // command runs a program with the cluster's kubeconfig and the plugin on
