@@ -1,0 +1,34 @@
+package policy
+
+import "testing"
+
+func TestDecideArgs(t *testing.T) {
+	m, err := Compile(Policy{Default: Ask, Rules: []Rule{
+		{Pattern: "echo *", Action: Always},
+		{Pattern: "find *", Action: Always},
+		{Pattern: "rm *", Action: Never},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want Action
+	}{
+		{[]string{"echo", "hi; rm -rf /"}, Always},
+		{[]string{"echo", "$(id)", "`id`", "*"}, Always},
+		{[]string{"find", ".", "-exec", "rm", "{}", ";"}, Never},
+		{[]string{"rm", "-rf", "/"}, Never},
+		{[]string{"ls"}, Ask},
+		{[]string{"echo", "a\x00b"}, Never},
+		{[]string{"echo", "\x01\xff"}, Always},
+		{nil, Ask},
+	} {
+		if got := m.DecideArgs(tc.args, nil).Action; got != tc.want {
+			t.Errorf("DecideArgs(%q) = %s, want %s", tc.args, got, tc.want)
+		}
+	}
+	if got := m.DecideArgs([]string{"echo", "hi"}, []string{"Bash(ls:*)"}).Action; got != Ask {
+		t.Errorf("allowed-tools did not narrow a runtime argv: %s", got)
+	}
+}
