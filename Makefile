@@ -53,8 +53,12 @@ lint: vet ## Run the linters (go vet and gofmt).
 envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cached).
 	@hack/build-k8s.sh kube-apiserver etcd kubectl >/dev/null
 
+.PHONY: test-tools
+test-tools: ## Install the Debian packages the tests need (dash and busybox-static).
+	@hack/test-tools.sh
+
 .PHONY: test
-test: envtest helm ## Run unit and envtest tests against a real kube-apiserver and etcd.
+test: envtest helm test-tools ## Run unit and envtest tests against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...
 	cd hack/images && go test $(GO_TEST_FLAGS) ./...
 
