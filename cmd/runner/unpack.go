@@ -10,15 +10,17 @@ import (
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
 
-// unpackSkill implements "runner unpack-skill --to DIR SHARD_DIR...".
+// unpackSkill implements "runner unpack-skill --to DIR [--expect-hash H]
+// SHARD_DIR...".
 func unpackSkill(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("unpack-skill", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		_, _ = fmt.Fprint(stderr, "Usage: runner unpack-skill --to DIR SHARD_DIR...\n\nFlags:\n")
+		_, _ = fmt.Fprint(stderr, "Usage: runner unpack-skill --to DIR [--expect-hash HASH] SHARD_DIR...\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	to := fs.String("to", "", "folder that receives the skill; it must be absent or empty")
+	expect := fs.String("expect-hash", "", "content hash the skill must have (the one its run was judged and approved with); other content is refused")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -29,7 +31,7 @@ func unpackSkill(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprint(stderr, "runner: unpack-skill takes --to DIR and at least one shard folder, shard 0 first\n")
 		return runner.ExitRunnerFailure
 	}
-	name, files, err := unpack(*to, fs.Args())
+	name, files, err := unpack(*to, fs.Args(), *expect)
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "runner: %v\n", err)
 		return runner.ExitRunnerFailure
@@ -45,8 +47,10 @@ func unpackSkill(args []string, stdout, stderr io.Writer) int {
 //
 // The skill is read whole and checked against the manifest's hash before
 // anything is written, so shards caught in the middle of an update give an
-// error rather than a folder mixing two versions.
-func unpack(dir string, shardDirs []string) (string, int, error) {
+// error rather than a folder mixing two versions. When expectHash is set,
+// the skill must be that content, the one its run was judged on: a skill
+// edited after the decision is refused and nothing is written.
+func unpack(dir string, shardDirs []string, expectHash string) (string, int, error) {
 	bundle, err := skill.OpenShardDirs(shardDirs)
 	if err != nil {
 		return "", 0, fmt.Errorf("failed to open skill shards: %w", err)
@@ -54,6 +58,10 @@ func unpack(dir string, shardDirs []string) (string, int, error) {
 	s, err := bundle.Skill()
 	if err != nil {
 		return "", 0, fmt.Errorf("failed to read skill: %w", err)
+	}
+	if got := skill.Hash(s); expectHash != "" && got != expectHash {
+		return "", 0, fmt.Errorf("refusing to unpack skill %s: its content is %s, not %s, the content the run was judged and approved with: "+
+			"the Skill changed after the decision, so the run must be judged again", s.Name, got, expectHash)
 	}
 	files := make([]runner.FolderFile, 0, len(s.Files)+1)
 	files = append(files, runner.FolderFile{Path: skill.SkillFileName, Content: bundle.SkillMD()})

@@ -254,3 +254,37 @@ func tamper(t *testing.T, dirs []string) {
 	}
 	t.Fatal("no shard holds references_guide.md")
 }
+
+// TestUnpackSkillRefusesContentNotApproved: with --expect-hash, only the
+// content the run was judged and approved with is laid out. A skill edited
+// after the decision exits 125, says which content it found and which was
+// approved, and writes nothing.
+func TestUnpackSkillRefusesContentNotApproved(t *testing.T) {
+	approved := testSkill()
+	edited := testSkill()
+	edited.Files[0].Content = []byte("changed after the approval\n")
+	_, dirs := packAndMount(t, edited)
+	dest := filepath.Join(t.TempDir(), "skill")
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"unpack-skill", "--to", dest, "--expect-hash", skill.Hash(approved)}, dirs...)
+	if code := run(args, &stdout, &stderr); code != runner.ExitRunnerFailure {
+		t.Fatalf("exit code = %d, want %d", code, runner.ExitRunnerFailure)
+	}
+	for _, want := range []string{"refusing to unpack skill pdf-tools", skill.Hash(edited), skill.Hash(approved), "judged again"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr = %q, want it to contain %q", stderr.String(), want)
+		}
+	}
+	if _, err := os.Stat(dest); err == nil {
+		t.Errorf("%s was created although the content was refused", dest)
+	}
+
+	// The approved content itself unpacks.
+	_, dirs = packAndMount(t, approved)
+	makeWritableAtCleanup(t, filepath.Dir(dest))
+	stderr.Reset()
+	args = append([]string{"unpack-skill", "--to", dest, "--expect-hash", skill.Hash(approved)}, dirs...)
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit code = %d for the approved content: %s", code, stderr.String())
+	}
+}
