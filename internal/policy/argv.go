@@ -14,7 +14,10 @@ import (
 //
 // The words are quoted and judged as a command line, so a runtime argv gets
 // exactly the rules, wrappers and action-flag checks that a literal command
-// line gets. A word that cannot be quoted (it holds a NUL byte) is Never.
+// line gets. The quoting is the judge's own, so the $'...' it uses for
+// control characters is read as the literal word it stands for, not as
+// bash-only syntax. A word that cannot be quoted (it holds a NUL byte) is
+// Never.
 func (m *Matcher) DecideArgs(args []string, allowedTools []string) Decision {
 	if len(args) == 0 {
 		return Decision{Action: Ask, RuleIndex: -1, Reason: "there is no command to judge"}
@@ -30,5 +33,5 @@ func (m *Matcher) DecideArgs(args []string, allowedTools []string) Decision {
 		}
 		b.WriteString(q)
 	}
-	return m.DecideFor(b.String(), allowedTools)
+	return m.decide(b.String(), compileToolsOrNil(allowedTools), true)
 }

@@ -12,6 +12,7 @@ import (
 func (j *judge) testClause(s *syntax.Stmt, c *syntax.TestClause, depth int) {
 	idx := j.reserve()
 	pb := &partBuilder{}
+	pb.addBash("[[ ... ]]")
 	words := []cword{{text: "test"}}
 	words = j.testExpr(c.X, words, pb, depth)
 	j.redirs(s, words, pb, depth)
@@ -172,8 +173,15 @@ func safeLoopVar(name string) bool {
 func (j *judge) redirs(s *syntax.Stmt, words []cword, pb *partBuilder, depth int) {
 	name := innermostName(words)
 	for _, r := range s.Redirs {
-		if r.N != nil && strings.HasPrefix(r.N.Value, "{") {
+		switch {
+		case r.N != nil && strings.HasPrefix(r.N.Value, "{"):
 			pb.add(fmt.Sprintf("redirection %s%s sets a shell variable", r.N.Value, r.Op))
+		case r.N != nil && len(r.N.Value) > 1:
+			pb.addBash("the descriptor number " + r.N.Value)
+		}
+		switch r.Op {
+		case syntax.RdrAll, syntax.AppAll, syntax.WordHdoc:
+			pb.addBash("the redirection " + r.Op.String())
 		}
 		switch r.Op {
 		case syntax.Hdoc, syntax.DashHdoc:

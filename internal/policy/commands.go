@@ -17,12 +17,12 @@ const (
 	kindState               // builtins that change the shell's state
 	kindEval
 	kindSource
-	kindFind
 	kindSet
 	kindPrintf
 	kindTrap
 	kindAlias
 	kindTest
+	kindFlags // has action flags: see flags.go
 )
 
 // commandSpec says how a command is handled.
@@ -45,6 +45,9 @@ type wrapSpec struct {
 	longArgs string
 	// operands is how many operands come before the command.
 	operands int
+	// leadOperands is how many operands come before the options (setarch
+	// ARCH [options] command, perf stat [options] command).
+	leadOperands int
 	// assigns is set when NAME=VALUE words may come first (env).
 	assigns bool
 	// scriptOpt and scriptLong name the option whose argument is a command
@@ -75,7 +78,7 @@ func lookupCommand(name string) commandSpec {
 // lookupExact returns how a command is handled, by its exact name.
 func lookupExact(name string) commandSpec {
 	switch name {
-	case "sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "oksh", "ash", "yash", "posh", "rbash":
+	case "sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "oksh", "ash", "yash", "posh", "rbash", "hush", "msh", "lksh":
 		return commandSpec{kind: kindShell, posix: true}
 	case "fish", "csh", "tcsh", "pwsh", "powershell", "nu", "elvish", "xonsh":
 		return commandSpec{kind: kindShell}
@@ -84,7 +87,8 @@ func lookupExact(name string) commandSpec {
 		"jshell", "groovy", "osascript", "gdb", "lldb", "vi", "vim", "nvim", "view", "ex", "ed", "emacs",
 		"sqlite3", "psql", "mysql", "mariadb":
 		return commandSpec{kind: kindInterpreter}
-	case "parallel", "bwrap", "firejail", "run-parts", "tmux", "screen", "at", "batch":
+	case "parallel", "bwrap", "firejail", "run-parts", "tmux", "screen", "at", "batch", "capsh", "sem", "proot",
+		"systemd-nspawn", "schroot", "start-stop-daemon", "rlwrap", "runcon", "uftrace", "trickle":
 		return commandSpec{kind: kindOpaque}
 	case "alias":
 		return commandSpec{kind: kindAlias}
@@ -95,8 +99,8 @@ func lookupExact(name string) commandSpec {
 		return commandSpec{kind: kindEval}
 	case "source", ".":
 		return commandSpec{kind: kindSource}
-	case "find":
-		return commandSpec{kind: kindFind}
+	case "find", "git", "sort", "uniq", "tar", "xxd", "file", "make", "gmake", "bmake", "remake", "kubectl":
+		return commandSpec{kind: kindFlags}
 	case "set":
 		return commandSpec{kind: kindSet}
 	case "printf":
@@ -163,10 +167,42 @@ func lookupWrapper(name string) (wrapSpec, bool) {
 	case "numactl", "systemd-run":
 		return wrapSpec{what: runs, argOpts: "pEMHNmCi"}, true
 	case "command", "builtin", "nohup", "setsid", "unbuffer", "caffeinate", "catchsegv", "fakeroot", "pkexec",
-		"valgrind", "prlimit", "entr", "torsocks", "proxychains", "proxychains4", "xvfb-run", "dbus-launch", "busybox":
+		"valgrind", "prlimit", "entr", "torsocks", "proxychains", "proxychains4", "xvfb-run", "dbus-launch", "busybox",
+		"toybox", "ifne", "chronic", "nocache", "eatmydata", "catatonit", "run0":
 		return wrapSpec{what: runs}, true
+	case "setarch":
+		return wrapSpec{what: "runs another command with another architecture's personality", leadOperands: 1}, true
+	case "linux32", "linux64", "i386", "i686", "x86_64", "uname26", "ppc32", "ppc64", "s390", "s390x", "sparc32",
+		"sparc64", "mips32", "mips64", "parisc32", "parisc64":
+		return wrapSpec{what: "runs another command with another architecture's personality (setarch)"}, true
+	case "perf":
+		return wrapSpec{what: "runs and measures another command", leadOperands: 1, argOpts: "eptCGorxIDMcFmju",
+			longArgs: "event pid tid cpu cgroup output repeat field-separator interval-print delay metrics count freq mmap-pages branch-filter uid input "}, true
+	case "setpriv":
+		return wrapSpec{what: "runs another command with other privileges", longArgs: "reuid regid groups inh-caps ambient-caps " +
+			"bounding-set securebits pdeathsig selinux-label apparmor-profile landlock-access landlock-rule "}, true
+	case "chpst":
+		return wrapSpec{what: "runs another command with another state", argOpts: "uUbe/nlLmdopfcrt"}, true
+	case "choom":
+		return wrapSpec{what: runs, argOpts: "np"}, true
+	case "gosu", "su-exec", "setuidgid", "envdir", "setlock", "faketime":
+		return wrapSpec{what: runs, operands: 1}, true
+	case "tini", "dumb-init":
+		return wrapSpec{what: runs, argOpts: "per", longArgs: "rewrite "}, true
+	case "dbus-run-session":
+		return wrapSpec{what: runs, longArgs: "config-file dbus-daemon "}, true
+	}
+	if isLoader(name) {
+		return wrapSpec{what: "runs a program through the dynamic loader",
+			longArgs: "library-path inhibit-rpath audit preload argv0 glibc-hwcaps-prefix "}, true
 	}
 	return wrapSpec{}, false
+}
+
+// isLoader reports whether a command is the dynamic loader: ld.so,
+// ld-linux-x86-64.so.2, ld-musl-x86_64.so.1, ...
+func isLoader(name string) bool {
+	return name == "ld.so" || strings.HasPrefix(name, "ld-") && strings.Contains(name, ".so")
 }
 
 // unwrapped is what a wrapper runs.
@@ -183,7 +219,13 @@ type unwrapped struct {
 // unwrap skips a wrapper's options and operands.
 func (w wrapSpec) unwrap(words []cword) unwrapped {
 	u := unwrapped{known: true}
-	i := 1
+	i := 1 + w.leadOperands
+	for _, lead := range words[1:min(i, len(words))] {
+		if lead.kind == wMany {
+			u.known = false
+			return u
+		}
+	}
 	for i < len(words) {
 		t := words[i].text
 		if words[i].kind != wStatic {
@@ -282,8 +324,9 @@ func joinStatic(words []cword) (string, bool) {
 
 // special records the constructs of commands that run other code or change
 // the shell, and judges the commands and command strings they run as parts
-// of their own.
-func (j *judge) special(words []cword, pb *partBuilder, depth int) {
+// of their own. It returns the words as the command reads them when they
+// differ from the words as written (see flags).
+func (j *judge) special(words []cword, pb *partBuilder, depth int) [][]cword {
 	name := baseName(words[0].text)
 	spec := lookupCommand(name)
 	switch spec.kind {
@@ -305,8 +348,8 @@ func (j *judge) special(words []cword, pb *partBuilder, depth int) {
 		}
 	case kindSource:
 		pb.add(name + " runs a file as shell code")
-	case kindFind:
-		j.find(words, pb, depth)
+	case kindFlags:
+		return j.flags(name, words, pb, depth)
 	case kindSet:
 		if !safeSet(words[1:]) {
 			pb.add("set with options other than -e, -u, -x, -v, -C, -f and -o pipefail changes how later commands run")
@@ -327,20 +370,7 @@ func (j *judge) special(words []cword, pb *partBuilder, depth int) {
 			pb.add(name + " -v on an array element evaluates its subscript, which can run commands")
 		}
 	}
-}
-
-// safeTestArgs reports whether test or [ is free of -v and -R operands
-// that bash would evaluate as array subscripts: test -v 'a[$(cmd)]' runs
-// cmd.
-func safeTestArgs(args []cword) bool {
-	for i := 0; i+1 < len(args); i++ {
-		if t := args[i].text; args[i].kind == wStatic && (t == "-v" || t == "-R") {
-			if next := args[i+1]; next.kind != wStatic || strings.Contains(next.text, "[") {
-				return false
-			}
-		}
-	}
-	return true
+	return nil
 }
 
 // shell handles sh, bash and the other shells: whatever they run, it is at
@@ -402,30 +432,6 @@ func (j *judge) wrapper(name string, w wrapSpec, words []cword, pb *partBuilder,
 		}
 	case !w.noInner:
 		j.inner(u.rest, depth+1)
-	}
-}
-
-// find escalates -exec, -execdir, -ok, -okdir (judging the command they
-// run), -delete and the actions that write files.
-func (j *judge) find(words []cword, pb *partBuilder, depth int) {
-	for i := 1; i < len(words); i++ {
-		if words[i].kind != wStatic {
-			continue
-		}
-		switch t := words[i].text; t {
-		case "-exec", "-execdir", "-ok", "-okdir":
-			pb.add("find " + t + " runs another command")
-			end := i + 1
-			for end < len(words) && !(words[end].kind == wStatic && (words[end].text == ";" || words[end].text == "+")) {
-				end++
-			}
-			j.inner(words[i+1:end], depth+1)
-			i = end
-		case "-delete":
-			pb.add("find -delete removes files")
-		case "-fprint", "-fprint0", "-fprintf", "-fls":
-			pb.add("find " + t + " writes to a file")
-		}
 	}
 }
 

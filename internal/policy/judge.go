@@ -12,6 +12,10 @@ import (
 type judge struct {
 	m     *Matcher
 	tools *toolSet
+	// argv is set when the command line is an argv quoted word by word
+	// (DecideArgs): its quoting is the judge's own, so $'...' and control
+	// bytes in it are not constructs.
+	argv bool
 	// src is the text being walked: the command, or a nested command
 	// string; node offsets are relative to it.
 	src string
@@ -34,12 +38,40 @@ type judge struct {
 // the one a reason names.
 type partBuilder struct {
 	reason string
+	// bash is the first bash-only construct. It is named only when no
+	// other construct was found, which says more.
+	bash string
+	// never is set by a construct that refuses the part whatever the
+	// rules say (a NUL byte).
+	never string
 }
 
 // add records a construct.
 func (pb *partBuilder) add(reason string) {
 	if pb.reason == "" {
 		pb.reason = reason
+	}
+}
+
+// addBash records bash-only syntax.
+func (pb *partBuilder) addBash(what string) {
+	if pb.bash == "" {
+		pb.bash = bashOnly(what)
+	}
+}
+
+// why returns the reason the part is a construct, or "".
+func (pb *partBuilder) why() string {
+	if pb.reason != "" {
+		return pb.reason
+	}
+	return pb.bash
+}
+
+// refuse records a construct that makes the part Never.
+func (pb *partBuilder) refuse(reason string) {
+	if pb.never == "" {
+		pb.never = reason
 	}
 }
 
@@ -54,6 +86,9 @@ type verdict struct {
 	// base is the base name the rule matched, when it did not match the
 	// command name as written.
 	base string
+	// normalized is set when the rule matched the words as the command
+	// reads them (kubectl's resource names), not as written.
+	normalized bool
 }
 
 // top judges a whole command line.
@@ -63,14 +98,38 @@ func (j *judge) top(command string) {
 		return
 	}
 	j.parts = make([]Part, 0, min(estimateParts(command), MaxParts))
-	if i := strings.IndexByte(command, 0); i >= 0 {
-		// A shell receives its command as a C string: at most the text
-		// before the NUL byte can run, and that text is judged.
-		j.program(command[:i], 0, "command")
-		j.constructPart(-1, command, "command contains a NUL byte; only the text before it is judged")
+	switch c := controlByte(command); {
+	case c < 0:
+	case command[c] == 0:
+		// Shells cut a command, or a word, at a NUL byte, each in its
+		// own way: what runs is not what the judge reads.
+		j.neverPart(command, reasonNUL)
 		return
+	case !j.argv:
+		j.constructPart(-1, command, fmt.Sprintf("command contains the control character %q, which shells and terminals do not all read alike", command[c]))
 	}
 	j.program(command, 0, "command")
+}
+
+// reasonNUL is why a NUL byte, written or decoded from $'...', is Never.
+const reasonNUL = "a NUL byte cuts the command or the word short, differently in each shell, so what runs is not what is judged"
+
+// controlByte returns the index of the first NUL byte of s or, if there
+// is none, of its first other control character (other than tab and
+// newline), or -1.
+func controlByte(s string) int {
+	first := -1
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			switch {
+			case c == 0:
+				return i
+			case c != '\t' && c != '\n' && first < 0:
+				first = i
+			}
+		}
+	}
+	return first
 }
 
 // program parses and walks a command line or a nested command string.
@@ -155,15 +214,24 @@ func (j *judge) binary(s *syntax.Stmt, c *syntax.BinaryCmd, depth int) {
 	if len(s.Redirs) > 0 {
 		j.compoundRedirs(s, depth)
 	}
+	j.pipeAll(s, c)
 	stack := []*syntax.Stmt{c.Y, c.X}
 	for len(stack) > 0 {
 		next := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if b, ok := next.Cmd.(*syntax.BinaryCmd); ok && len(next.Redirs) == 0 {
+			j.pipeAll(next, b)
 			stack = append(stack, b.Y, b.X)
 			continue
 		}
 		j.stmt(next, depth)
+	}
+}
+
+// pipeAll records a |& pipe, which POSIX shells read as | then &.
+func (j *judge) pipeAll(s *syntax.Stmt, c *syntax.BinaryCmd) {
+	if c.Op == syntax.PipeAll {
+		j.constructPart(-1, j.text(s), bashOnly("the pipe |&"))
 	}
 }
 
@@ -192,6 +260,9 @@ func (j *judge) compound(s *syntax.Stmt, depth int) {
 	case *syntax.CaseClause:
 		j.word(c.Word, modeUnquoted, pb, depth)
 		for _, item := range c.Items {
+			if item.Op == syntax.Fallthrough || item.Op == syntax.Resume {
+				pb.addBash(item.Op.String() + " in case")
+			}
 			for _, p := range item.Patterns {
 				j.word(p, modeUnquoted, pb, depth)
 			}
@@ -200,17 +271,23 @@ func (j *judge) compound(s *syntax.Stmt, depth int) {
 	default:
 		j.otherCommand(s.Cmd, pb, d)
 	}
-	if pb.reason != "" {
-		j.constructPart(-1, j.text(s), pb.reason)
-	}
+	j.flush(j.text(s), pb)
 }
 
 // compoundRedirs judges the redirections of a pipeline or list.
 func (j *judge) compoundRedirs(s *syntax.Stmt, depth int) {
 	pb := &partBuilder{}
 	j.redirs(s, nil, pb, depth)
-	if pb.reason != "" {
-		j.constructPart(-1, j.text(s), pb.reason)
+	j.flush(j.text(s), pb)
+}
+
+// flush records the constructs of a part that is not a simple command.
+func (j *judge) flush(text string, pb *partBuilder) {
+	switch {
+	case pb.never != "":
+		j.neverPart(text, pb.never)
+	case pb.why() != "":
+		j.constructPart(-1, text, pb.why())
 	}
 }
 
@@ -305,8 +382,17 @@ func (j *judge) simple(idx int, text string, words []cword, pb *partBuilder, dep
 		j.finish(idx, text, nil, pb, verdict{action: Ask, index: -1})
 		return
 	}
-	j.special(words, pb, depth)
-	j.finish(idx, text, words, pb, j.m.evaluate(words))
+	variants := j.special(words, pb, depth)
+	v := j.m.evaluate(words)
+	for _, vw := range variants {
+		// A variant decides only through a rule that is stricter: the
+		// words as written already met the rules and the default.
+		if vv := j.m.evaluate(vw); vv.index >= 0 && vv.action.Stricter(v.action) {
+			vv.normalized = true
+			v = vv
+		}
+	}
+	j.finish(idx, text, words, pb, v)
 }
 
 // inner judges the command a wrapper runs, as a part of its own.
@@ -333,9 +419,12 @@ func (j *judge) finish(idx int, text string, words []cword, pb *partBuilder, v v
 	}
 	why := ""
 	switch {
-	case p.Action != Never && pb.reason != "":
+	case pb.never != "" && p.Action != Never:
+		p.Action, p.Rule, p.RuleIndex = Never, "", -1
+		why = pb.never
+	case p.Action != Never && pb.why() != "":
 		p.Action, p.Rule, p.RuleIndex = Ask, "", -1
-		why = pb.reason
+		why = pb.why()
 	case p.Action == Always && j.tools != nil && !j.tools.covers(words):
 		p.Action, p.Rule, p.RuleIndex = Ask, "", -1
 		why = "allowed by the policy but not by the skill's allowed-tools"
@@ -359,6 +448,13 @@ func (j *judge) constructPart(idx int, text, reason string) {
 	p := Part{Command: text, Action: Ask, RuleIndex: -1}
 	p.Reason, j.buf = reasonOf(j.buf, text, ": ", reason)
 	j.record(idx, p)
+}
+
+// neverPart records a part that is Never whatever the rules say.
+func (j *judge) neverPart(text, reason string) {
+	p := Part{Command: text, Action: Never, RuleIndex: -1}
+	p.Reason, j.buf = reasonOf(j.buf, text, ": ", reason)
+	j.record(j.reserve(), p)
 }
 
 // reserve returns the index of a new slot in Parts, or -1 when Parts is

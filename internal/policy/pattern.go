@@ -524,7 +524,7 @@ func (m *Matcher) explain(buf []byte, text string, v verdict) (string, []byte) {
 		}
 		return reasonOf(buf, text, m.noRule)
 	}
-	if v.base == "" && !v.possible {
+	if v.base == "" && !v.possible && !v.normalized {
 		return reasonOf(buf, text, m.matched[v.index])
 	}
 	rule := m.matched[v.index]
@@ -538,6 +538,9 @@ func (m *Matcher) explain(buf []byte, text string, v verdict) (string, []byte) {
 	expansion := ""
 	if v.possible {
 		expansion = ", depending on the value of an expansion"
+	}
+	if v.normalized {
+		expansion += ", as kubectl reads its resource names"
 	}
 	return reasonOf(buf, text, rule, base, expansion)
 }

@@ -220,7 +220,7 @@ func (m *Matcher) Default() Action {
 
 // Decide judges a command line.
 func (m *Matcher) Decide(command string) Decision {
-	return m.decide(command, nil)
+	return m.decide(command, nil, false)
 }
 
 // DecideFor judges a command line run on behalf of a skill whose
@@ -229,10 +229,16 @@ func (m *Matcher) Decide(command string) Decision {
 // Ask. Ask and Never are never widened. See ToolPattern for the accepted
 // entries.
 func (m *Matcher) DecideFor(command string, allowedTools []string) Decision {
+	return m.decide(command, compileToolsOrNil(allowedTools), false)
+}
+
+// compileToolsOrNil compiles allowed-tools entries; nil for none, which
+// narrows nothing.
+func compileToolsOrNil(allowedTools []string) *toolSet {
 	if len(allowedTools) == 0 {
-		return m.decide(command, nil)
+		return nil
 	}
-	return m.decide(command, compileTools(allowedTools))
+	return compileTools(allowedTools)
 }
 
 // CheckExamples judges each example and returns an error naming every
@@ -255,9 +261,10 @@ func (m *Matcher) CheckExamples(examples []Example) error {
 	return fmt.Errorf("failed to check examples: %w", errors.Join(errs...))
 }
 
-// decide runs one judgement; tools is nil when nothing narrows it.
-func (m *Matcher) decide(command string, tools *toolSet) Decision {
-	j := &judge{m: m, tools: tools}
+// decide runs one judgement; tools is nil when nothing narrows it, and
+// argv is set when the command is an argv quoted by DecideArgs.
+func (m *Matcher) decide(command string, tools *toolSet, argv bool) Decision {
+	j := &judge{m: m, tools: tools, argv: argv}
 	j.top(command)
 	return j.decision()
 }

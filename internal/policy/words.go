@@ -39,6 +39,8 @@ type wordScan struct {
 	split   bool // an unquoted expansion may split it into any words
 	// glob and brace detection over the unquoted characters
 	bracket, brace, braceSep bool
+	// braces is set when a brace expansion was seen
+	braces bool
 }
 
 // literal appends known text while no expansion has been seen.
@@ -69,6 +71,9 @@ func (j *judge) word(w *syntax.Word, mode quoteMode, pb *partBuilder, depth int)
 	for _, part := range w.Parts {
 		j.wordPart(part, mode, &s, pb, depth)
 	}
+	if s.braces {
+		pb.addBash("brace expansion")
+	}
 	cw.text = s.text.String()
 	switch {
 	case s.many:
@@ -94,17 +99,27 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 			s.literal(x.Value)
 		}
 	case *syntax.SglQuoted:
-		if x.Dollar {
-			s.literal(ansiC(x.Value))
-		} else {
+		if !x.Dollar {
 			s.literal(x.Value)
+			break
 		}
+		if !j.argv {
+			pb.addBash("$'...' quoting")
+		}
+		v := ansiC(x.Value)
+		if strings.IndexByte(v, 0) >= 0 {
+			pb.refuse(reasonNUL)
+		}
+		s.literal(v)
 	case *syntax.DblQuoted:
+		if x.Dollar {
+			pb.addBash(`$"..." quoting`)
+		}
 		for _, qp := range x.Parts {
 			j.wordPart(qp, modeDouble, s, pb, depth)
 		}
 	case *syntax.ParamExp:
-		many := j.param(x, pb, depth)
+		many := j.param(x, quoted, pb, depth)
 		s.dynamic = true
 		s.many = s.many || !quoted || many
 		s.split = s.split || !quoted || many
@@ -119,6 +134,9 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 		s.many = s.many || !quoted
 		s.split = s.split || !quoted
 	case *syntax.ArithmExp:
+		if x.Bracket || x.Unsigned {
+			pb.addBash("arithmetic expansion $[...]")
+		}
 		if !j.arithm(x.X, pb, depth) {
 			pb.add(reasonArithmetic)
 		}
@@ -129,7 +147,13 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 		pb.add(fmt.Sprintf("process substitution %s...) cannot be judged statically", x.Op))
 		j.stmts(x.Stmts, depth+1)
 		s.dynamic = true
-	default: // extended globs and anything newer
+	case *syntax.ExtGlob:
+		pb.addBash("the extended glob " + x.Op.String() + "(...)")
+		s.dynamic = true
+		s.many = true
+		s.split = true
+	default: // anything newer
+		pb.add(fmt.Sprintf("%T cannot be judged statically", part))
 		s.dynamic = true
 		s.many = true
 		s.split = true
@@ -163,33 +187,35 @@ func (s *wordScan) unquotedLit(v string) {
 		case '.':
 			s.braceSep = s.braceSep || s.brace && i+1 < len(v) && v[i+1] == '.'
 		case '}':
+			s.braces = s.braces || s.braceSep
 			s.many = s.many || s.braceSep
 		}
 	}
 	flush(len(v))
 }
 
-// param checks a parameter expansion. Plain forms ($x, ${x}, ${#x},
-// ${x:-word}, ${x#pat}, ${x/a/b}, ...) are data. Forms that assign, run
-// prompt expansion, evaluate variables as arithmetic (subscripts, slices,
-// indirection) are constructs. It reports whether the expansion becomes
-// several words even when quoted ("$@").
-func (j *judge) param(pe *syntax.ParamExp, pb *partBuilder, depth int) bool {
+// param checks a parameter expansion. The POSIX forms ($x, ${x}, ${#x},
+// ${x:-word}, ${x+word}, ${x?word}, ${x#pat}, ${x%%pat}, ...) are data.
+// Forms that assign are constructs, and so are the forms only bash reads
+// (${x/a/b}, ${x^^}, ${x:1:2}, ${!x}, ${a[i]}, ${x@Q}, ...): other shells
+// fail on them or read them differently. quoted is set inside "...". It
+// reports whether the expansion becomes several words even when quoted
+// ("$@").
+func (j *judge) param(pe *syntax.ParamExp, quoted bool, pb *partBuilder, depth int) bool {
 	bad := pe.Width || pe.IsSet || pe.Flags != nil || pe.NestedParam != nil || len(pe.Modifiers) > 0 ||
-		pe.Split != syntax.OptUnset || pe.GlobSubst != syntax.OptUnset || pe.RcExpand != syntax.OptUnset ||
-		pe.Excl && pe.Names == 0
+		pe.Split != syntax.OptUnset || pe.GlobSubst != syntax.OptUnset || pe.RcExpand != syntax.OptUnset
+	bash := pe.Excl || pe.Names != 0 || pe.Index != nil || pe.Slice != nil || pe.Repl != nil
 	many := pe.Names == syntax.NamesPrefixWords || pe.Param != nil && pe.Param.Value == "@"
 	if pe.Index != nil {
 		if w, ok := pe.Index.(*syntax.Word); ok && (w.Lit() == "@" || w.Lit() == "*") {
 			many = many || w.Lit() == "@"
-		} else if !j.arithm(pe.Index, pb, depth) {
-			bad = true
+		} else {
+			j.arithm(pe.Index, pb, depth)
 		}
 	}
 	if pe.Slice != nil {
-		if !j.arithm(pe.Slice.Offset, pb, depth) || !j.arithm(pe.Slice.Length, pb, depth) {
-			bad = true
-		}
+		j.arithm(pe.Slice.Offset, pb, depth)
+		j.arithm(pe.Slice.Length, pb, depth)
 	}
 	if pe.Repl != nil {
 		j.subWord(pe.Repl.Orig, pb, depth)
@@ -197,15 +223,47 @@ func (j *judge) param(pe *syntax.ParamExp, pb *partBuilder, depth int) bool {
 	}
 	if pe.Exp != nil {
 		switch pe.Exp.Op {
-		case syntax.AssignUnset, syntax.AssignUnsetOrNull, syntax.OtherParamOps:
+		case syntax.AssignUnset, syntax.AssignUnsetOrNull:
 			bad = true
+		case syntax.AlternateUnset, syntax.AlternateUnsetOrNull, syntax.DefaultUnset, syntax.DefaultUnsetOrNull,
+			syntax.ErrorUnset, syntax.ErrorUnsetOrNull, syntax.RemSmallPrefix, syntax.RemLargePrefix,
+			syntax.RemSmallSuffix, syntax.RemLargeSuffix:
+		default:
+			bash = true
+		}
+		if quoted && hasSingleQuotes(pe.Exp.Word) {
+			pb.addBash(`single quotes in "${...}"`)
 		}
 		j.subWord(pe.Exp.Word, pb, depth)
 	}
-	if bad {
+	switch {
+	case bad:
 		pb.add(fmt.Sprintf("parameter expansion %s cannot be judged statically", j.snippet(pe)))
+	case bash:
+		pb.addBash("the parameter expansion " + j.snippet(pe))
 	}
 	return many
+}
+
+// hasSingleQuotes reports whether a word has a '...' part. Inside a
+// double-quoted ${x:-'...'}, bash reads the quotes as quotes and dash and
+// ash as characters, so they end the word at different places.
+func hasSingleQuotes(w *syntax.Word) bool {
+	if w == nil {
+		return false
+	}
+	for _, p := range w.Parts {
+		if _, ok := p.(*syntax.SglQuoted); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// bashOnly words the reason for a construct that only bash reads as the
+// judge does.
+func bashOnly(what string) string {
+	return what + " is bash syntax that /bin/sh (dash, busybox ash) reads differently"
 }
 
 // subWord walks a word nested in an expansion for the constructs it holds.
