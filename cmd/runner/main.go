@@ -6,10 +6,28 @@
 //
 //	runner install /kubeskills/bin/runner
 //
-// and the main container, built from any image that has /bin/sh, runs:
+// and the main container, built from any image (it needs no shell of its
+// own), runs:
 //
 //	/kubeskills/bin/runner run --timeout=30s --output-limit=65536 \
-//	    --result-file=/dev/termination-log -- 'COMMAND'
+//	    --result-file=/dev/termination-log \
+//	    --policy='{"defaultAction":"Ask","rules":[...],"approved":false}' -- 'COMMAND'
+//
+// --policy is the policy that judged the run (see runner.PolicySnapshot):
+// its rules and default action, the allowed-tools of the skill the run
+// serves and whether a person approved it. run refuses to start without
+// one. The runner then starts itself again as the command's shell,
+//
+//	runner sh --policy=JSON -c 'COMMAND'
+//
+// in a new process group. That shell interprets the line with
+// mvdan.cc/sh/v3/interp, parsed as the judge parses it, judges the whole
+// line first and then every simple command's expanded argv and every
+// redirection as it runs, and refuses, with exit code 126 and one stderr
+// line starting with "kubeskills: refused ", what the policy answers Never,
+// what it answers Ask in a run no person approved, and writes to anything
+// but /dev/null in such a run. Programs it starts run in the same process
+// group, so the timeout and forwarded signals reach them.
 //
 // The runner writes the full result as one line starting with
 // "KUBESKILLS-RESULT " to its stdout (the container log), and the result or,
@@ -30,10 +48,12 @@
 // Exit codes: the command's own exit status (128+N when it was killed by
 // signal N); 124 when the timeout expired; 128+N when the runner itself
 // received signal N (SIGTERM, SIGINT or SIGHUP, forwarded to the command);
-// 127 when the shell does not exist, 126 when it cannot be executed; 125 when
-// the runner failed: bad usage, a missing working directory, or a result it
-// could not write. install and unpack-skill exit 0 on success and 125 on any
-// failure, with the reason on stderr.
+// 126 when the runner refused the line, one of its commands or a write, or
+// a program cannot be executed; 127 when a program does not exist; 2 when
+// the line does not parse; 125 when the runner failed: bad usage, no
+// policy or one that does not compile, a missing working directory, or a
+// result it could not write. install and unpack-skill exit 0 on success
+// and 125 on any failure, with the reason on stderr.
 package main
 
 import (
@@ -50,8 +70,9 @@ import (
 )
 
 const usage = `Usage:
-  runner run [flags] -- COMMAND
-      Run COMMAND with /bin/sh -c and report its result.
+  runner run --policy=JSON [flags] -- COMMAND
+      Run COMMAND with the runner's shell under the policy that judged it
+      and report its result.
   runner install DEST
       Copy this executable to DEST with mode 0555.
   runner unpack-skill --to DIR SHARD_DIR...
@@ -74,6 +95,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return runCommand(args[1:], stdout, stderr)
+	case runner.ShellSubcommand:
+		return runner.ShellMain(args[1:], os.Stdin, stdout, stderr)
 	case "install":
 		return install(args[1:], stderr)
 	case "unpack-skill":
@@ -107,6 +130,7 @@ type runFlags struct {
 	outputLimit int64
 	resultFile  string
 	dir         string
+	policy      string
 }
 
 // parseRunFlags parses the flags of "runner run" and returns them with the
@@ -124,6 +148,7 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, command string,
 	fs.Int64Var(&f.outputLimit, "output-limit", runner.DefaultOutputLimit, "bytes kept of each of stdout and stderr")
 	fs.StringVar(&f.resultFile, "result-file", "", "file that receives the result or its summary, e.g. /dev/termination-log")
 	fs.StringVar(&f.dir, "dir", "", "working directory of the command (default: the current one)")
+	fs.StringVar(&f.policy, "policy", "", "the policy that judged the run, as JSON (required)")
 	if err := fs.Parse(args); err != nil {
 		return f, "", nil, err
 	}
@@ -136,6 +161,8 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, command string,
 		usageErr = fmt.Errorf("--grace must be positive, got %s", f.grace)
 	case f.outputLimit <= 0:
 		usageErr = fmt.Errorf("--output-limit must be positive, got %d", f.outputLimit)
+	case f.policy == "":
+		usageErr = errors.New("--policy is required: a command is never run unjudged")
 	}
 	return f, fs.Arg(0), usageErr, nil
 }
@@ -159,6 +186,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		defer signal.Stop(signals)
 		res = runner.Run(runner.Options{
 			Command:     command,
+			Policy:      f.policy,
 			Dir:         f.dir,
 			Timeout:     f.timeout,
 			Grace:       f.grace,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/onsi/gomega"
 
+	"github.com/kubeskills/kubeskills/internal/policy"
 	"github.com/kubeskills/kubeskills/internal/runner"
 )
 
@@ -20,12 +21,25 @@ import (
 // as a real process and send it signals.
 const asMainEnv = "KUBESKILLS_RUNNER_TEST_AS_MAIN"
 
+// TestMain runs main when the test binary is started as the runner, and
+// when run starts it as the runner's shell ("runner sh").
 func TestMain(m *testing.M) {
-	if os.Getenv(asMainEnv) == "1" {
+	if os.Getenv(asMainEnv) == "1" || len(os.Args) > 1 && os.Args[1] == runner.ShellSubcommand {
 		main()
 	}
 	os.Exit(m.Run())
 }
+
+// Policies for the tests, as the sandbox passes them with --policy.
+var (
+	// approvedAll lets everything run: Always by default, and approved.
+	approvedAll = "--policy=" + runner.PolicySnapshot{DefaultAction: policy.Always, Approved: true}.Encode()
+	// echoOnly allows echo and nothing else, in a run nobody approved.
+	echoOnly = "--policy=" + runner.PolicySnapshot{
+		DefaultAction: policy.Ask,
+		Rules:         []runner.SnapshotRule{{Pattern: "echo *", Action: policy.Always}, {Pattern: "rm *", Action: policy.Never}},
+	}.Encode()
+)
 
 // runnerProcess returns a command that runs path as the runner with args.
 func runnerProcess(path string, args ...string) *exec.Cmd {
@@ -58,22 +72,35 @@ func TestRunSubcommand(t *testing.T) {
 		timedOut bool
 		errorHas string
 	}{
-		{name: "exit code passed through", args: []string{"--", "echo hi; exit 3"}, exitCode: 3, stdout: "hi\n"},
-		{name: "flags with equals", args: []string{"--timeout=2s", "--output-limit=2", "--", "echo hello"},
+		{name: "exit code passed through", args: []string{approvedAll, "--", "echo hi; exit 3"}, exitCode: 3, stdout: "hi\n"},
+		{name: "allowed by the policy", args: []string{echoOnly, "--", "echo hi"}, stdout: "hi\n"},
+		{name: "refused by the policy", args: []string{echoOnly, "--", "echo hi; rm -rf /"},
+			exitCode: runner.ExitCannotExecute, errorHas: `kubeskills: refused "echo hi; rm -rf /": the policy says Never`},
+		{name: "Ask refused in a run nobody approved", args: []string{echoOnly, "--", "echo hi > out"},
+			exitCode: runner.ExitCannotExecute, errorHas: "the policy says Ask and no person approved this run"},
+		{name: "no policy", args: []string{"--", "echo hi"}, exitCode: runner.ExitRunnerFailure,
+			errorHas: "--policy is required"},
+		{name: "policy that does not decode", args: []string{"--policy={", "--", "echo hi"},
+			exitCode: runner.ExitRunnerFailure, errorHas: "failed to decode policy"},
+		{name: "policy with an unknown field", args: []string{`--policy={"approve":true}`, "--", "echo hi"},
+			exitCode: runner.ExitRunnerFailure, errorHas: `unknown field "approve"`},
+		{name: "policy that does not compile", args: []string{`--policy={"rules":[{"pattern":"echo *","action":"Sometimes"}]}`,
+			"--", "echo hi"}, exitCode: runner.ExitRunnerFailure, errorHas: `rules[0] "echo *": action "Sometimes"`},
+		{name: "flags with equals", args: []string{approvedAll, "--timeout=2s", "--output-limit=2", "--", "echo hello"},
 			stdout: "he"},
-		{name: "working directory", args: []string{"--dir=/", "--", "pwd"}, stdout: "/\n"},
-		{name: "timeout", args: []string{"--timeout=200ms", "--grace=500ms", "--", "sleep 5"},
+		{name: "working directory", args: []string{approvedAll, "--dir=/", "--", "pwd"}, stdout: "/\n"},
+		{name: "timeout", args: []string{approvedAll, "--timeout=200ms", "--grace=500ms", "--", "sleep 5"},
 			exitCode: runner.ExitTimeout, timedOut: true},
-		{name: "large output", args: []string{"--", "yes | head -c 50000"}, stdout: strings.Repeat("y\n", 25000)},
-		{name: "no command", args: []string{"--timeout=1s"}, exitCode: runner.ExitRunnerFailure,
+		{name: "large output", args: []string{approvedAll, "--", "yes | head -c 50000"}, stdout: strings.Repeat("y\n", 25000)},
+		{name: "no command", args: []string{approvedAll, "--timeout=1s"}, exitCode: runner.ExitRunnerFailure,
 			errorHas: "exactly one command"},
-		{name: "command split in words", args: []string{"--", "echo", "hi"}, exitCode: runner.ExitRunnerFailure,
+		{name: "command split in words", args: []string{approvedAll, "--", "echo", "hi"}, exitCode: runner.ExitRunnerFailure,
 			errorHas: "exactly one command"},
-		{name: "negative timeout", args: []string{"--timeout=-1s", "--", "true"}, exitCode: runner.ExitRunnerFailure,
+		{name: "negative timeout", args: []string{approvedAll, "--timeout=-1s", "--", "true"}, exitCode: runner.ExitRunnerFailure,
 			errorHas: "--timeout"},
-		{name: "zero output limit", args: []string{"--output-limit=0", "--", "true"}, exitCode: runner.ExitRunnerFailure,
+		{name: "zero output limit", args: []string{approvedAll, "--output-limit=0", "--", "true"}, exitCode: runner.ExitRunnerFailure,
 			errorHas: "--output-limit"},
-		{name: "missing directory", args: []string{"--dir=/nonexistent/dir", "--", "true"},
+		{name: "missing directory", args: []string{approvedAll, "--dir=/nonexistent/dir", "--", "true"},
 			exitCode: runner.ExitRunnerFailure, errorHas: "/nonexistent/dir"},
 	}
 	for _, tc := range cases {
@@ -134,7 +161,7 @@ func TestInstallThenRunTheCopy(t *testing.T) {
 		t.Fatalf("installed file: %v, %v", fi, err)
 	}
 	resultFile := filepath.Join(t.TempDir(), "termination-log")
-	cmd := runnerProcess(dst, "run", "--result-file="+resultFile, "--", "echo from the copy")
+	cmd := runnerProcess(dst, "run", "--result-file="+resultFile, approvedAll, "--", "echo from the copy")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("running the installed copy: %v", err)
@@ -151,8 +178,8 @@ func TestRunnerForwardsSIGTERM(t *testing.T) {
 	}
 	dir := t.TempDir()
 	resultFile := filepath.Join(dir, "termination-log")
-	cmd := runnerProcess(self, "run", "--grace=500ms", "--dir="+dir, "--result-file="+resultFile, "--",
-		"trap 'echo stopping; exit 1' TERM; touch started; sleep 10 & wait")
+	cmd := runnerProcess(self, "run", "--grace=500ms", "--dir="+dir, "--result-file="+resultFile, approvedAll, "--",
+		"sh -c \"trap 'echo stopping; exit 1' TERM; touch started; sleep 10 & wait\"")
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {

@@ -4,9 +4,18 @@
 // controller's side, and writes the read-only folder that "runner
 // unpack-skill" lays a skill out in (WriteFolder).
 //
-// The package imports nothing but the standard library so that cmd/runner
-// stays a small static binary that an init container can copy into any
-// toolbox image.
+// The command line is not handed to the image's /bin/sh. Run starts the
+// runner itself again ("runner sh", see Shell) in a new process group, and
+// that process interprets the line with mvdan.cc/sh/v3/interp, parsed by
+// the same parser as the judge in internal/policy. Before anything runs it
+// judges the whole line against the policy that judged the run
+// (PolicySnapshot); then it judges every simple command's expanded argv
+// and every redirection just before the shell runs or opens it, and
+// refuses what the policy does not allow in this run (Enforcer).
+//
+// The package imports the standard library, mvdan.cc/sh/v3 and
+// internal/policy, all pure Go with no Kubernetes code, so cmd/runner stays
+// a small static binary that an init container can copy into any image.
 package runner
 
 import (
@@ -27,9 +36,14 @@ const (
 	// ExitRunnerFailure is used when the runner itself failed: bad usage, a
 	// missing working directory, an unexpected error while running.
 	ExitRunnerFailure = 125
-	// ExitCannotExecute is used when the shell exists but cannot be executed.
+	// ExitCannotExecute is used when the runner refused the command line, one
+	// of its simple commands or a write (the policy does not allow it in
+	// this run; the refusal is one line on stderr starting with
+	// RefusalPrefix), and, as in POSIX shells, when a program exists but
+	// cannot be executed.
 	ExitCannotExecute = 126
-	// ExitNotFound is used when the shell does not exist.
+	// ExitNotFound is used when the runner's own executable, or a program
+	// the command names, does not exist.
 	ExitNotFound = 127
 	// ExitSignalBase plus a signal number is used when the command, or the
 	// runner itself, was killed by that signal.
@@ -38,8 +52,6 @@ const (
 
 // Defaults applied by Run to zero fields of Options.
 const (
-	// DefaultShell runs the command as DefaultShell -c COMMAND.
-	DefaultShell = "/bin/sh"
 	// DefaultOutputLimit is the per-stream capture limit in bytes.
 	DefaultOutputLimit = 64 << 10
 	// DefaultGrace is the time between SIGTERM and SIGKILL.
@@ -53,10 +65,16 @@ const drainTimeout = 500 * time.Millisecond
 
 // Options says what Run runs and how.
 type Options struct {
-	// Command is the shell command, run as Shell -c Command.
+	// Command is the shell command line.
 	Command string
-	// Shell is the shell's path. Empty means DefaultShell.
-	Shell string
+	// Policy is the PolicySnapshot that judged the run, encoded
+	// (PolicySnapshot.Encode). Run refuses to start a command without one,
+	// so nothing runs unjudged.
+	Policy string
+	// Executable is the runner executable that interprets Command, started
+	// as Executable sh --policy=Policy -c Command. Empty means the running
+	// executable.
+	Executable string
 	// Dir is the working directory. Empty means the runner's own.
 	Dir string
 	// Env is the command's environment. Nil means the runner's own.
@@ -77,9 +95,6 @@ type Options struct {
 
 // withDefaults returns o with its zero fields filled in.
 func (o Options) withDefaults() Options {
-	if o.Shell == "" {
-		o.Shell = DefaultShell
-	}
 	if o.Grace <= 0 {
 		o.Grace = DefaultGrace
 	}
@@ -98,8 +113,11 @@ type stopReason struct {
 // stopping reports whether the runner has started to stop the command.
 func (s stopReason) stopping() bool { return s.timedOut || s.signal != nil }
 
-// Run runs opts.Command with opts.Shell -c in a new process group, stdin
-// from /dev/null, and waits for it. It never returns nil.
+// Run runs opts.Command with the runner's shell under opts.Policy in a new
+// process group, stdin from /dev/null, and waits for it. It never returns
+// nil. A policy that is missing or does not compile is ExitRunnerFailure
+// and nothing is started; a refusal by the shell is ExitCannotExecute with
+// the refusal line in Stderr and Error.
 //
 // On timeout, or on the first signal from opts.Signals, the whole process
 // group gets SIGTERM (or that signal), then SIGKILL after opts.Grace. When the
@@ -113,6 +131,16 @@ func (s stopReason) stopping() bool { return s.timedOut || s.signal != nil }
 func Run(opts Options) *Result {
 	o := opts.withDefaults()
 	res := &Result{}
+	if _, err := CompilePolicy(o.Policy); err != nil {
+		return failed(res, ExitRunnerFailure, err)
+	}
+	if o.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return failed(res, ExitRunnerFailure, fmt.Errorf("failed to find own executable: %w", err))
+		}
+		o.Executable = exe
+	}
 	if o.Dir != "" {
 		if err := checkDir(o.Dir); err != nil {
 			return failed(res, ExitRunnerFailure, err)
@@ -134,10 +162,13 @@ func Run(opts Options) *Result {
 		res.Error = fmt.Sprintf("runner received signal %s; command stopped", stop.signal)
 	case waitErr != nil:
 		res.ExitCode = ExitRunnerFailure
-		res.Error = fmt.Sprintf("failed to wait for %s: %v", o.Shell, waitErr)
+		res.Error = fmt.Sprintf("failed to wait for %s: %v", o.Executable, waitErr)
 	}
 	res.Stdout, res.StdoutTruncated, res.StdoutBytes = p.stdout.result()
 	res.Stderr, res.StderrTruncated, res.StderrBytes = p.stderr.result()
+	if res.ExitCode == ExitCannotExecute && res.Error == "" {
+		res.Error = RefusalIn(res.Stderr)
+	}
 	for _, err := range []error{p.stdout.err, p.stderr.err} {
 		if err != nil && res.Error == "" {
 			res.Error = err.Error()
@@ -165,8 +196,8 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// startExitCode maps an error from starting the shell to an exit code the
-// way a shell does for a command it cannot run.
+// startExitCode maps an error from starting the runner's shell to an exit
+// code the way a shell does for a command it cannot run.
 func startExitCode(err error) int {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -178,7 +209,7 @@ func startExitCode(err error) int {
 	}
 }
 
-// exitStatus returns the shell's exit status, or 128+N when it was killed by
+// exitStatus returns the runner's shell's exit status, or 128+N when it was killed by
 // signal N, or ExitRunnerFailure when there is no status.
 func exitStatus(state *os.ProcessState) int {
 	if state == nil {
@@ -202,7 +233,7 @@ func signalNumber(sig os.Signal) int {
 	return int(syscall.SIGTERM)
 }
 
-// process is a started shell and the readers of its output.
+// process is the started runner's shell and the readers of its output.
 type process struct {
 	cmd     *exec.Cmd
 	started time.Time
@@ -215,8 +246,9 @@ type process struct {
 	exited chan error
 }
 
-// startProcess starts the shell in its own process group with one pipe per
-// output stream and a reader on each.
+// startProcess starts the runner's shell in its own process group with one
+// pipe per output stream and a reader on each. The programs the shell
+// starts stay in that group, so stopping the group stops them all.
 func startProcess(o Options) (*process, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -227,7 +259,7 @@ func startProcess(o Options) (*process, error) {
 		closeAll(outR, outW)
 		return nil, fmt.Errorf("failed to create stderr pipe: %w", err)
 	}
-	cmd := exec.Command(o.Shell, "-c", o.Command)
+	cmd := exec.Command(o.Executable, ShellSubcommand, "--policy="+o.Policy, "-c", o.Command)
 	cmd.Dir = o.Dir
 	cmd.Env = o.Env
 	cmd.Stdout = outW
@@ -243,7 +275,7 @@ func startProcess(o Options) (*process, error) {
 	}
 	if err := cmd.Start(); err != nil {
 		closeAll(outR, outW, errR, errW)
-		return nil, fmt.Errorf("failed to start %s: %w", o.Shell, err)
+		return nil, fmt.Errorf("failed to start %s: %w", o.Executable, err)
 	}
 	closeAll(outW, errW)
 	go func() {

@@ -11,7 +11,23 @@ import (
 	"unicode/utf8"
 
 	"github.com/onsi/gomega"
+
+	"github.com/kubeskills/kubeskills/internal/policy"
 )
+
+// TestMain makes the test binary the runner's shell when Run starts it as
+// "runner sh", so Run is tested with the real shell process.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ShellSubcommand {
+		os.Exit(ShellMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// approvedAll is a policy under which every command may run: everything
+// is Always by default and a person approved the run, so what the judge
+// answers Ask (shells, writes) runs too.
+var approvedAll = PolicySnapshot{DefaultAction: policy.Always, Approved: true}.Encode()
 
 // waitForFile polls until path exists or the deadline passes.
 func waitForFile(t *testing.T, path string, within time.Duration) {
@@ -31,26 +47,30 @@ func TestRunCommands(t *testing.T) {
 		wantErrMsg bool
 	}{
 		{name: "success", opts: Options{Command: "true"}, exitCode: 0},
+		{name: "program run", opts: Options{Command: "env true"}, exitCode: 0},
 		{name: "failure", opts: Options{Command: "false"}, exitCode: 1},
 		{name: "exit 42", opts: Options{Command: "exit 42"}, exitCode: 42},
 		{name: "streams apart", opts: Options{Command: "echo out; echo err >&2; echo more"},
 			stdout: "out\nmore\n", stderr: "err\n"},
-		{name: "killed by signal", opts: Options{Command: "kill -9 $$"}, exitCode: ExitSignalBase + 9},
+		{name: "killed by signal", opts: Options{Command: "/bin/kill -9 $$"}, exitCode: ExitSignalBase + 9},
 		{name: "stdin is empty", opts: Options{Command: "cat; read x || echo eof"}, stdout: "eof\n"},
 		{name: "working directory", opts: Options{Command: "pwd", Dir: dir}, stdout: dir + "\n"},
 		{name: "environment", opts: Options{Command: `echo "$KS_A-$HOME"`, Env: []string{"KS_A=1"}}, stdout: "1-\n"},
 		{name: "quoting kept", opts: Options{Command: `printf '%s|' "a b" 'c;d'`}, stdout: "a b|c;d|"},
 		{name: "background leftover killed", opts: Options{Command: "sleep 30 & echo done"}, stdout: "done\n"},
-		{name: "shell not found", opts: Options{Command: "true", Shell: filepath.Join(dir, "nope")},
+		{name: "runner not found", opts: Options{Command: "true", Executable: filepath.Join(dir, "nope")},
 			exitCode: ExitNotFound, wantErrMsg: true},
-		{name: "shell not executable", opts: Options{Command: "true", Shell: writeFile(t, dir, "sh", "", 0o644)},
+		{name: "runner not executable", opts: Options{Command: "true", Executable: writeFile(t, dir, "sh", "", 0o644)},
 			exitCode: ExitCannotExecute, wantErrMsg: true},
+		{name: "program not found", opts: Options{Command: "no-such-program-ks"}, exitCode: ExitNotFound,
+			stderr: "\"no-such-program-ks\": executable file not found in $PATH\n"},
 		{name: "missing working directory", opts: Options{Command: "true", Dir: filepath.Join(dir, "missing")},
 			exitCode: ExitRunnerFailure, wantErrMsg: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
+			tc.opts.Policy = approvedAll
 			res := Run(tc.opts)
 			// A leftover background process (sleep 30) must not hold Run.
 			if elapsed := time.Since(start); elapsed > 20*time.Second {
@@ -109,7 +129,7 @@ func TestRunOutputLimit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Run(Options{Command: tc.command, OutputLimit: tc.limit})
+			res := Run(Options{Command: tc.command, Policy: approvedAll, OutputLimit: tc.limit})
 			if res.ExitCode != 0 || res.Error != "" {
 				t.Fatalf("ExitCode = %d, Error = %q", res.ExitCode, res.Error)
 			}
@@ -140,7 +160,7 @@ func TestRunInvalidUTF8(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Run(Options{Command: tc.command, OutputLimit: tc.limit})
+			res := Run(Options{Command: tc.command, Policy: approvedAll, OutputLimit: tc.limit})
 			if res.Stdout != tc.stdout || res.StdoutTruncated != tc.truncated {
 				t.Errorf("Stdout = %q (truncated %t), want %q (%t)", res.Stdout, res.StdoutTruncated, tc.stdout, tc.truncated)
 			}
@@ -172,7 +192,7 @@ func TestRunTimeout(t *testing.T) {
 	}{
 		{name: "sleep stopped by SIGTERM", command: "echo started; sleep 10", timeout: 200 * time.Millisecond,
 			grace: time.Second, minDuration: 200 * time.Millisecond, stdout: "started\n"},
-		{name: "SIGTERM ignored then SIGKILL after grace", command: "trap '' TERM; echo ready; sleep 10; echo late",
+		{name: "SIGTERM ignored then SIGKILL after grace", command: "sh -c \"trap '' TERM; echo ready; sleep 10; echo late\"",
 			timeout: 500 * time.Millisecond, grace: 300 * time.Millisecond, minDuration: 800 * time.Millisecond,
 			stdout: "ready\n"},
 		{name: "busy loop in a pipeline", command: "while :; do :; done | cat", timeout: 200 * time.Millisecond,
@@ -181,7 +201,7 @@ func TestRunTimeout(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			res := Run(Options{Command: tc.command, Timeout: tc.timeout, Grace: tc.grace})
+			res := Run(Options{Command: tc.command, Policy: approvedAll, Timeout: tc.timeout, Grace: tc.grace})
 			elapsed := time.Since(start)
 			if !res.TimedOut || res.ExitCode != ExitTimeout {
 				t.Errorf("TimedOut = %t, ExitCode = %d, want true, %d", res.TimedOut, res.ExitCode, ExitTimeout)
@@ -194,8 +214,10 @@ func TestRunTimeout(t *testing.T) {
 			if elapsed < tc.minDuration || elapsed > 8*time.Second {
 				t.Errorf("run took %s, want at least %s and well under the command's 10 s", elapsed, tc.minDuration)
 			}
-			if res.DurationMillis < tc.minDuration.Milliseconds() {
-				t.Errorf("DurationMillis = %d", res.DurationMillis)
+			// The runner's shell dies at the first SIGTERM; a program that
+			// ignores it holds the run until the SIGKILL.
+			if res.DurationMillis < tc.timeout.Milliseconds() {
+				t.Errorf("DurationMillis = %d, want at least the timeout %s", res.DurationMillis, tc.timeout)
 			}
 		})
 	}
@@ -208,7 +230,8 @@ func TestRunForwardsSignal(t *testing.T) {
 	done := make(chan *Result, 1)
 	go func() {
 		done <- Run(Options{
-			Command: "trap 'echo got TERM; exit 7' TERM; touch started; sleep 10 & wait",
+			Command: "sh -c \"trap 'echo got TERM; exit 7' TERM; touch started; sleep 10 & wait\"",
+			Policy:  approvedAll,
 			Dir:     dir,
 			Grace:   time.Second,
 			Signals: signals,
@@ -236,7 +259,7 @@ func TestRunForwardsSignal(t *testing.T) {
 func TestRunClosedSignalChannel(t *testing.T) {
 	signals := make(chan os.Signal)
 	close(signals)
-	res := Run(Options{Command: "sleep 0.2; echo ok", Signals: signals})
+	res := Run(Options{Command: "sleep 0.2; echo ok", Policy: approvedAll, Signals: signals})
 	if res.ExitCode != 0 || res.Stdout != "ok\n" || res.Error != "" {
 		t.Errorf("result = %+v", res)
 	}
@@ -253,7 +276,8 @@ func TestRunProcessOutsideGroup(t *testing.T) {
 	res := Run(Options{
 		Command: `setsid sh -c 'echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 60' & ` +
 			`while [ ! -e pid ]; do sleep 0.01; done; echo done`,
-		Dir: dir,
+		Policy: approvedAll,
+		Dir:    dir,
 	})
 	b, err := os.ReadFile(pidFile)
 	if err != nil {

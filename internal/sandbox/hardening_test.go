@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubeskills/kubeskills/internal/runner"
 )
 
 // podCheck asserts one hardening field of the Job, whatever its input. check
@@ -140,6 +143,40 @@ var podChecks = []podCheck{
 			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "bundle",
 				VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "registry.example/b:1"}}})
 			spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "bundle", MountPath: "/b"})
+		}},
+	{"the command runs under the runner and the policy that judged it, never /bin/sh",
+		func(v variant, j *batchv1.Job) string {
+			cmd := j.Spec.Template.Spec.Containers[0].Command
+			if len(cmd) < 4 || cmd[0] != RunnerPath || cmd[1] != "run" || cmd[len(cmd)-2] != "--" {
+				return fmt.Sprintf("command = %q", cmd)
+			}
+			var policies []string
+			for _, arg := range cmd[:len(cmd)-2] {
+				if text, ok := strings.CutPrefix(arg, "--policy="); ok {
+					policies = append(policies, text)
+				}
+				if strings.Contains(arg, "/bin/sh") {
+					return fmt.Sprintf("argument %q names a shell", arg)
+				}
+			}
+			if len(policies) != 1 {
+				return fmt.Sprintf("command = %q, want exactly one --policy", cmd)
+			}
+			snap, err := runner.ParsePolicySnapshot(policies[0])
+			if err != nil {
+				return err.Error()
+			}
+			if !reflect.DeepEqual(snap, PolicySnapshot(v.params)) {
+				return fmt.Sprintf("policy = %+v, want %+v", snap, PolicySnapshot(v.params))
+			}
+			if _, err := snap.Compile(); err != nil {
+				return err.Error()
+			}
+			return ""
+		},
+		func(j *batchv1.Job) {
+			c := &j.Spec.Template.Spec.Containers[0]
+			c.Command = slices.DeleteFunc(c.Command, func(arg string) bool { return strings.HasPrefix(arg, "--policy=") })
 		}},
 	{"/tmp is a writable emptyDir",
 		func(_ variant, j *batchv1.Job) string {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/policy"
+	"github.com/kubeskills/kubeskills/internal/runner"
 )
 
 // Volume names.
@@ -190,7 +192,7 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 		Name:                     ContainerCommand,
 		Image:                    image,
 		ImagePullPolicy:          corev1.PullIfNotPresent,
-		Command:                  RunnerCommand(p.timeout(), outputLimit(sb), p.Run.Spec.Command),
+		Command:                  RunnerCommand(p.timeout(), outputLimit(sb), PolicySnapshot(p), p.Run.Spec.Command),
 		WorkingDir:               TmpDir,
 		Env:                      env,
 		EnvFrom:                  envFromSecrets(sb.EnvFromSecrets),
@@ -203,18 +205,43 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 }
 
 // RunnerCommand is the main container's command line: the installed runner
-// running command with the timeout, RunnerGrace and the output cap, writing
-// its result to ResultFile. The command stays one argument; the runner
-// hands it to /bin/sh -c.
-func RunnerCommand(timeout time.Duration, outputLimitBytes int32, command string) []string {
+// running command with the timeout, RunnerGrace and the output cap under
+// the policy that judged it, writing its result to ResultFile. The command
+// stays one argument; the runner interprets it itself and judges it, and
+// every simple command and redirection in it, against the policy again.
+func RunnerCommand(timeout time.Duration, outputLimitBytes int32, pol runner.PolicySnapshot, command string) []string {
 	return []string{
 		RunnerPath, "run",
 		"--timeout=" + timeout.String(),
 		"--grace=" + RunnerGrace.String(),
 		"--output-limit=" + strconv.FormatInt(int64(outputLimitBytes), 10),
 		"--result-file=" + ResultFile,
+		"--policy=" + pol.Encode(),
 		"--", command,
 	}
+}
+
+// PolicySnapshot is the policy the runner enforces for p.Run: the rules
+// and default action of p.Policy, the allowed-tools of p.Skill, and
+// whether a person approved the run (spec.approval.decision Approved).
+// Without a policy nothing may run, so a nil p.Policy gives a snapshot
+// whose default action is Never.
+func PolicySnapshot(p Params) runner.PolicySnapshot {
+	var snap runner.PolicySnapshot
+	if p.Policy == nil {
+		snap.DefaultAction = policy.Never
+		return snap
+	}
+	snap.DefaultAction = policy.Action(p.Policy.Spec.DefaultAction)
+	for _, r := range p.Policy.Spec.Rules {
+		snap.Rules = append(snap.Rules, runner.SnapshotRule{Pattern: r.Pattern, Action: policy.Action(r.Action)})
+	}
+	if p.Skill != nil {
+		snap.AllowedTools = append([]string(nil), p.Skill.Spec.AllowedTools...)
+	}
+	a := p.Run.Spec.Approval
+	snap.Approved = a != nil && a.Decision == skillsv1.Approved
+	return snap
 }
 
 // envFromSecrets exposes the policy's Secrets, in the policy's order: when

@@ -226,7 +226,8 @@ func TestCommandContainer(t *testing.T) {
 			params: Params{Run: testRun(), RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: 30 * time.Second},
 			image:  testDefaultImage,
 			command: []string{"/kubeskills/bin/runner", "run", "--timeout=30s", "--grace=5s", "--output-limit=65536",
-				"--result-file=/dev/termination-log", "--", `kubectl get pods -o json | jq '.items | length'`},
+				"--result-file=/dev/termination-log", `--policy={"defaultAction":"Never","approved":false}`,
+				"--", `kubectl get pods -o json | jq '.items | length'`},
 			env: []corev1.EnvVar{{Name: "HOME", Value: "/tmp"}, {Name: "TMPDIR", Value: "/tmp"}},
 		},
 		{
@@ -235,7 +236,8 @@ func TestCommandContainer(t *testing.T) {
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: 2 * time.Minute},
 			image: "registry.example/tools:2",
 			command: []string{"/kubeskills/bin/runner", "run", "--timeout=2m0s", "--grace=5s", "--output-limit=4096",
-				"--result-file=/dev/termination-log", "--", `kubectl get pods -o json | jq '.items | length'`},
+				"--result-file=/dev/termination-log", `--policy={"approved":false}`,
+				"--", `kubectl get pods -o json | jq '.items | length'`},
 			env: []corev1.EnvVar{{Name: "HOME", Value: "/tmp"}, {Name: "SKILL_DIR", Value: "/skill"}, {Name: "TMPDIR", Value: "/tmp"}},
 		},
 	}

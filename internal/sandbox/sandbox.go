@@ -45,11 +45,15 @@
 // The main container "command" runs in the policy's toolbox image:
 //
 //	/kubeskills/bin/runner run --timeout=T --grace=5s --output-limit=N \
-//	    --result-file=/dev/termination-log -- COMMAND
+//	    --result-file=/dev/termination-log --policy=JSON -- COMMAND
 //
 // and is the only container that sees the Secrets the policy names
 // (envFrom), so neither the agent nor the operator image's init containers
-// ever hold them.
+// ever hold them. --policy carries the policy that judged the run
+// (PolicySnapshot): the runner interprets the command itself, with the
+// judge's parser, and judges the line, every simple command's expanded argv
+// and every redirection against it again as they run. The image needs no
+// shell of its own; /bin/sh is never used to read the command.
 //
 // # The NetworkPolicy
 //
