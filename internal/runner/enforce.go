@@ -200,12 +200,14 @@ func clip(s string, n int) string {
 }
 
 // RefusalIn returns the runner's refusal line in a command's stderr, or ""
-// when there is none.
+// when there is none. The refusal is the last line the shell writes, so
+// the last such line is the one.
 func RefusalIn(stderr string) string {
+	found := ""
 	for line := range strings.Lines(stderr) {
 		if strings.HasPrefix(line, RefusalPrefix) {
-			return strings.TrimRight(line, "\n")
+			found = strings.TrimRight(line, "\n")
 		}
 	}
-	return ""
+	return found
 }

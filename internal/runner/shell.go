@@ -111,11 +111,30 @@ func (s Shell) interpret(ctx context.Context, g *guard) int {
 		_, _ = fmt.Fprintf(g.stderr, "runner: failed to start the shell: %v\n", err)
 		return ExitRunnerFailure
 	}
-	err = r.Run(ctx, file)
-	if g.refused() != nil {
+	err = runRecovered(ctx, r, file)
+	switch {
+	case g.refused() != nil:
 		return ExitCannotExecute
+	case errors.Is(err, errShellPanicked):
+		_, _ = fmt.Fprintf(g.stderr, "runner: %v\n", err)
+		return ExitRunnerFailure
 	}
 	return shellStatus(err, g.stderr)
+}
+
+// errShellPanicked marks a line the interpreter itself failed on.
+var errShellPanicked = errors.New("the shell failed")
+
+// runRecovered runs the interpreter, turning a panic of the interpreter
+// (a bug: test -R with an empty name, for one) into an error, so the
+// runner still reports a result. Nothing after the panic runs.
+func runRecovered(ctx context.Context, r *interp.Runner, file *syntax.File) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v", errShellPanicked, p)
+		}
+	}()
+	return r.Run(ctx, file)
 }
 
 // options are the interpreter's options: the standard streams, the

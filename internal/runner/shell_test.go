@@ -238,3 +238,14 @@ func TestShellNeedsAPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestShellSurvivesAnInterpreterPanic: the interpreter panics on
+// test -R ''. The runner reports a failure instead of crashing, and
+// nothing after it runs.
+func TestShellSurvivesAnInterpreterPanic(t *testing.T) {
+	rules := append([]SnapshotRule{{Pattern: "test *", Action: policy.Always}}, shellRules...)
+	got := runShell(t, PolicySnapshot{DefaultAction: policy.Ask, Rules: rules}, t.TempDir(), `test -R ''; echo after`, false)
+	if got.code != ExitRunnerFailure || got.stdout != "" || !strings.Contains(got.stderr, "runner: the shell failed") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, the failure", got.code, got.stdout, got.stderr, ExitRunnerFailure)
+	}
+}
