@@ -100,12 +100,14 @@ type SkillSpec struct {
 // object holding base64 bytes).
 type SkillFile struct {
 	// path is where the file lives in the skill's folder, relative, with
-	// forward slashes, e.g. `scripts/check.sh`.
+	// forward slashes, e.g. `scripts/check.sh`. No segment is `..` or
+	// `.git` (in any case): git metadata is never bundled.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/')",message="spec.files[].path must be relative"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('(^|/)[.][.](/|$)')",message="spec.files[].path must not contain a '..' segment"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('(?i)(^|/)[.]git(/|$)')",message="spec.files[].path must not contain a '.git' segment: git runs the commands its config and hooks name"
 	Path string `json:"path"`
 
 	// content is the file's text (UTF-8).

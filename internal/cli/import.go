@@ -21,8 +21,15 @@ to spec.instructions, and every other file to spec.files with its executable
 bit: UTF-8 text as content, anything else as base64 binaryContent (so is text
 holding DEL, C1 control characters or U+FFFE/U+FFFF, which server-side apply
 refuses or alters). Links that stay inside the folder are read as the files
-they lead to; '.git' folders are skipped. 'kubectl skills export' writes the
-folder back byte for byte.
+they lead to. 'kubectl skills export' writes the folder back byte for byte.
+
+Git metadata is never bundled: git reads its config and hooks from '.git' and
+runs the commands they name (core.fsmonitor runs on 'git status'), so a skill
+that shipped one would run its author's commands in every sandbox that calls
+git in /skill. Every '.git' entry (folder, file or link, at any depth) is left
+out with a warning, so a skill folder that is a git checkout imports as the
+skill alone; '.gitignore' and '.gitattributes' are ordinary files. A folder
+that holds HEAD beside objects/ and refs/ (a bare repository) is refused.
 
 Each folder is checked with the rules the operator applies. A folder with
 problems is left out and each problem is printed to standard error as
@@ -147,6 +154,20 @@ func (o *importOptions) run(args []string) error {
 		return ErrProblems
 	}
 	return nil
+}
+
+// gitSkipWarnings says which `.git` entries of a folder were left out.
+func gitSkipWarnings(skipped []string) []skill.Problem {
+	warnings := make([]skill.Problem, 0, len(skipped))
+	for _, p := range skipped {
+		warnings = append(warnings, skill.Problem{
+			Field: fieldFiles,
+			Message: fmt.Sprintf("%s was left out: git metadata is never bundled, since git runs the commands "+
+				"its config and hooks name", p),
+			Hint: "nothing to do for a git checkout; a skill never needs its own .git",
+		})
+	}
+	return warnings
 }
 
 // judge builds the judge from the flags, refusing a bad namespace or label.

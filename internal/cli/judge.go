@@ -94,8 +94,9 @@ type judge struct {
 // and checks that the object fits in the API server.
 func (j *judge) folder(dir string) *verdict {
 	v := &verdict{source: dir}
-	s, problems := parseFolder(dir)
+	s, skipped, problems := parseFolder(dir)
 	v.errors = append(v.errors, problems...)
+	v.warnings = append(v.warnings, gitSkipWarnings(skipped)...)
 	if s == nil {
 		return v
 	}
@@ -169,41 +170,42 @@ func (j *judge) object(source string, obj *skillsv1.Skill) *verdict {
 // parseFolder reads a skill folder. When a bundled file cannot be read (a
 // link leaving the folder, a special file), it still parses SKILL.md alone,
 // so that its problems are reported too; the returned skill then lacks its
-// files. It returns nil when SKILL.md itself cannot be read or parsed.
-func parseFolder(dir string) (*skill.Skill, []skill.Problem) {
+// files. It returns nil when SKILL.md itself cannot be read or parsed, and
+// the `.git` entries it left out.
+func parseFolder(dir string) (*skill.Skill, []string, []skill.Problem) {
 	skillMD := filepath.Join(dir, skill.SkillFileName)
 	info, err := os.Lstat(skillMD)
 	if err != nil {
-		return nil, []skill.Problem{{
+		return nil, nil, []skill.Problem{{
 			Field:   fieldSkillMD,
 			Message: "the folder holds no SKILL.md",
 			Hint:    "a skill folder holds a file named exactly SKILL.md; add --recursive to take every skill folder below this one",
 		}}
 	}
-	s, err := skill.ParseDir(dir)
+	s, skipped, err := skill.ParseFolder(dir)
 	if err == nil {
-		return s, nil
+		return s, skipped, nil
 	}
 	var syntaxErr *skill.SyntaxError
 	if errors.As(err, &syntaxErr) {
-		return nil, []skill.Problem{syntaxProblem(syntaxErr)}
+		return nil, nil, []skill.Problem{syntaxProblem(syntaxErr)}
 	}
 	problems := []skill.Problem{{Field: fieldFiles, Message: err.Error()}}
 	if !info.Mode().IsRegular() {
-		return nil, problems
+		return nil, nil, problems
 	}
 	data, readErr := os.ReadFile(skillMD)
 	if readErr != nil {
-		return nil, problems
+		return nil, nil, problems
 	}
 	s, parseErr := skill.ParseSkillMD(data)
 	if parseErr != nil {
 		if errors.As(parseErr, &syntaxErr) {
 			problems = append(problems, syntaxProblem(syntaxErr))
 		}
-		return nil, problems
+		return nil, nil, problems
 	}
-	return s, problems
+	return s, nil, problems
 }
 
 // syntaxProblem turns a SKILL.md syntax error into a problem naming its line.

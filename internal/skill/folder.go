@@ -13,18 +13,29 @@ import (
 
 // ParseDir reads a skill folder: its SKILL.md (ParseSkillMD) and every other
 // regular file below it, recording executable bits. Files are sorted by path.
-// `.git` folders are skipped. A symbolic link is read as the file it points
-// to when that file is inside the folder; a link that leads outside the
-// folder, a broken link, a link to a folder and any special file (socket,
-// device, pipe) are errors that name the path.
+// Every `.git` entry, folder, file or link, at any depth, is left out (see
+// ParseFolder). A symbolic link is read as the file it points to when that
+// file is inside the folder; a link that leads outside the folder, a broken
+// link, a link to a folder and any special file (socket, device, pipe) are
+// errors that name the path.
 func ParseDir(dir string) (*Skill, error) {
+	s, _, err := ParseFolder(dir)
+	return s, err
+}
+
+// ParseFolder is ParseDir that also returns the paths, relative to the
+// folder, of the `.git` entries it left out. A skill folder is often a git
+// checkout, whose `.git` is the checkout's, not the skill's; and git
+// metadata is never bundled, since git runs the commands its config and
+// hooks name.
+func ParseFolder(dir string) (s *Skill, skipped []string, err error) {
 	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return nil, fmt.Errorf("failed to open skill folder %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("failed to open skill folder %s: %w", dir, err)
 	}
 	root, err := os.OpenRoot(realDir)
 	if err != nil {
-		return nil, fmt.Errorf("failed to open skill folder %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("failed to open skill folder %s: %w", dir, err)
 	}
 	defer func() { _ = root.Close() }()
 
@@ -32,24 +43,23 @@ func ParseDir(dir string) (*Skill, error) {
 	skillName := SkillFileName
 	if info, err := root.Lstat(SkillFileName); err == nil && info.Mode()&fs.ModeSymlink != 0 {
 		if skillName, err = walker.resolveLink(SkillFileName, filepath.Join(dir, SkillFileName)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	data, err := root.ReadFile(skillName)
 	if err != nil {
-		return nil, fmt.Errorf("failed to read %s in %s (a skill folder holds a file named exactly SKILL.md): %w",
+		return nil, nil, fmt.Errorf("failed to read %s in %s (a skill folder holds a file named exactly SKILL.md): %w",
 			SkillFileName, dir, err)
 	}
-	s, err := ParseSkillMD(data)
-	if err != nil {
-		return nil, fmt.Errorf("failed to parse %s: %w", filepath.Join(dir, SkillFileName), err)
+	if s, err = ParseSkillMD(data); err != nil {
+		return nil, nil, fmt.Errorf("failed to parse %s: %w", filepath.Join(dir, SkillFileName), err)
 	}
 	if err := fs.WalkDir(root.FS(), ".", walker.visit); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sort.Slice(walker.files, func(i, j int) bool { return walker.files[i].Path < walker.files[j].Path })
 	s.Files = walker.files
-	return s, nil
+	return s, walker.skipped, nil
 }
 
 // folderWalker collects the bundled files of a skill folder.
@@ -58,6 +68,7 @@ type folderWalker struct {
 	realDir string
 	root    *os.Root
 	files   []File
+	skipped []string
 }
 
 // visit reads one entry of the folder.
@@ -68,10 +79,13 @@ func (w *folderWalker) visit(name string, entry fs.DirEntry, err error) error {
 	switch {
 	case name == ".":
 		return nil
-	case entry.IsDir():
-		if entry.Name() == ".git" {
+	case entry.Name() == GitDir:
+		w.skipped = append(w.skipped, name)
+		if entry.IsDir() {
 			return fs.SkipDir
 		}
+		return nil
+	case entry.IsDir():
 		return nil
 	case name == SkillFileName:
 		return nil
@@ -220,6 +234,9 @@ func filePathProblem(p string) (message, hint string) {
 		return "is absolute", relHint
 	case hasDotDotSegment(p):
 		return "has a '..' segment that leaves the skill folder", "keep every bundled file inside the skill folder"
+	case hasGitSegment(p):
+		return "has a '.git' segment: git metadata is never bundled, since git runs the commands its config and hooks name",
+			"remove the file; .gitignore and .gitattributes are fine"
 	case path.Clean(p) != p:
 		return fmt.Sprintf("is not clean (it should read %q)", path.Clean(p)),
 			"remove './' segments, doubled and trailing slashes"
@@ -232,6 +249,19 @@ func filePathProblem(p string) (message, hint string) {
 
 func isControl(r rune) bool {
 	return r < 0x20 || r == 0x7f
+}
+
+// hasGitSegment tells whether a path has a `.git` segment, in any case:
+// git reads its config and hooks from there (and case-insensitive file
+// systems treat `.GIT` as `.git`), so a skill that ships one would run its
+// author's commands inside every sandbox that calls git in /skill.
+func hasGitSegment(p string) bool {
+	for _, segment := range strings.Split(p, "/") {
+		if strings.EqualFold(segment, GitDir) {
+			return true
+		}
+	}
+	return false
 }
 
 func hasDotDotSegment(p string) bool {
@@ -276,6 +306,51 @@ func fileSetProblems(files []File) []indexedProblem {
 			}
 		}
 	}
+	return problems
+}
+
+// bareRepositoryProblems reports folders that git would take for a bare
+// repository: a HEAD file beside objects/ and refs/ folders. Run inside
+// such a folder, git reads the config file next to them and runs the
+// commands it names (core.fsmonitor, hooks) exactly as it would from a
+// `.git` folder. The problem is keyed by the HEAD file's index.
+func bareRepositoryProblems(files []File) []indexedProblem {
+	heads := map[string]int{}
+	objects, refs := map[string]bool{}, map[string]bool{}
+	for i, f := range files {
+		if checkFilePath(f.Path) != "" {
+			continue
+		}
+		dir, base := path.Split(f.Path)
+		if base == "HEAD" {
+			heads[dir] = i
+		}
+		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
+			parent, name := path.Split(d)
+			switch name {
+			case "objects":
+				objects[parent] = true
+			case "refs":
+				refs[parent] = true
+			}
+		}
+	}
+	var problems []indexedProblem
+	for dir, i := range heads {
+		if !objects[dir] || !refs[dir] {
+			continue
+		}
+		where := "the skill folder"
+		if dir != "" {
+			where = strings.TrimSuffix(dir, "/")
+		}
+		problems = append(problems, indexedProblem{index: i, Problem: Problem{
+			Message: fmt.Sprintf("%q, with files under %sobjects/ and %srefs/, makes %s a bare git repository: "+
+				"git run there reads its config and runs the commands it names", files[i].Path, dir, dir, where),
+			Hint: "remove the git metadata from the skill",
+		}})
+	}
+	sort.Slice(problems, func(a, b int) bool { return problems[a].index < problems[b].index })
 	return problems
 }
 

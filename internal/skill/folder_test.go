@@ -256,11 +256,14 @@ func TestParseDirErrors(t *testing.T) {
 func TestParseDirSkipsGitAndKeepsOddNames(t *testing.T) {
 	dir := writeTree(t, "s", map[string]string{
 		SkillFileName: minimalSkillMD, ".git/config": "x", "sub/.git/HEAD": "y", "docs/SKILL.md": "nested",
-		"back\\slash.txt": "b", "empty.txt": "",
+		"back\\slash.txt": "b", "empty.txt": "", "wt/.git": "gitdir: ../evil\n",
 	})
-	s, err := ParseDir(dir)
+	s, skipped, err := ParseFolder(dir)
 	if err != nil {
-		t.Fatalf("ParseDir() error = %v", err)
+		t.Fatalf("ParseFolder() error = %v", err)
+	}
+	if want := []string{".git", "sub/.git", "wt/.git"}; !reflect.DeepEqual(skipped, want) {
+		t.Errorf("skipped = %q, want %q", skipped, want)
 	}
 	var paths []string
 	for _, f := range s.Files {

@@ -18,6 +18,11 @@ import (
 // instructions, at the root of its folder.
 const SkillFileName = "SKILL.md"
 
+// GitDir is the name under which git keeps a repository's metadata. No
+// bundled file has a segment of that name: git reads its config and hooks
+// from there and runs the commands they name.
+const GitDir = ".git"
+
 // Invocation modes: when a model may use a skill.
 const (
 	// InvocationAuto lets the model pick the skill on its own (the default).

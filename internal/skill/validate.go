@@ -251,7 +251,7 @@ func validateFiles(r *Report, files []File) {
 			r.errorf(fmt.Sprintf("%s[%d].path", fieldFiles, i), fmt.Sprintf("%q %s", f.Path, message), hint)
 		}
 	}
-	for _, p := range fileSetProblems(files) {
+	for _, p := range append(fileSetProblems(files), bareRepositoryProblems(files)...) {
 		r.errorf(fmt.Sprintf("%s[%d].path", fieldFiles, p.index), p.Message, p.Hint)
 	}
 }

@@ -116,6 +116,25 @@ func TestValidate(t *testing.T) {
 			{"spec.files[2].path", `"a.md" is also the path of spec.files[0]`},
 			{"spec.files[1].path", `"docs" is a file, but spec.files[3] ("docs/x/y.md") needs it to be a folder`},
 		}},
+		{name: "git metadata is never bundled", mutate: func(s *Skill) {
+			s.Files = []File{
+				{Path: ".git/config"}, {Path: "a/.git/hooks/x"}, {Path: ".git"}, {Path: "sub/.GIT/config"},
+				{Path: ".gitignore"}, {Path: ".gitattributes"}, {Path: "docs/.github/x.md"}, {Path: "x.git/config"},
+			}
+		}, errors: []want{
+			{"spec.files[0].path", "'.git' segment"}, {"spec.files[1].path", "'.git' segment"},
+			{"spec.files[2].path", "'.git' segment"}, {"spec.files[3].path", "'.git' segment"},
+		}},
+		{name: "a bare git repository is never bundled", mutate: func(s *Skill) {
+			s.Files = []File{
+				{Path: "repo/HEAD"}, {Path: "repo/config"}, {Path: "repo/objects/info/x"}, {Path: "repo/refs/heads/main"},
+				{Path: "HEAD"}, {Path: "objects/a"}, {Path: "refs/b"},
+				{Path: "notes/HEAD"}, {Path: "notes/refs/x"},
+			}
+		}, errors: []want{
+			{"spec.files[0].path", "makes repo a bare git repository"},
+			{"spec.files[4].path", "makes the skill folder a bare git repository"},
+		}},
 		{name: "too many files", mutate: func(s *Skill) {
 			s.Files = nil
 			for i := 0; i < 513; i++ {
