@@ -40,11 +40,12 @@ const (
 )
 
 // shimScript is every shim: a link to it named after a program logs that
-// name. It needs nothing from PATH: printf is a builtin of /bin/sh. The
-// record is written with one printf, so that programs of a pipeline,
-// which run at once, do not mix their records.
+// name. It needs nothing from PATH (printf is a builtin of /bin/sh) and
+// starts no process of its own. The record is written with one printf, so
+// that programs of a pipeline, which run at once, do not mix their
+// records.
 const shimScript = `#!/bin/sh
-us=$(printf '\037')
+us='` + unitSep + `'
 r=${0##*/}
 for a in "$@"; do r="$r$us$a"; done
 printf '%s\036' "$r" >>"$` + canaryLogEnv + `"
@@ -359,28 +360,52 @@ func staticWord(w *syntax.Word) (string, bool) {
 	return b.String(), true
 }
 
-// canaryCheck runs line under sh in a fresh sandbox and returns what the
-// canary found wrong: a program the judge did not list, or a file written.
-func canaryCheck(t testing.TB, sh shellRunner, shimDir, line string, allowed map[string]bool) []string {
+// canaryRun is what one run of a line did, for the canary to judge.
+type canaryRun struct {
+	code     int
+	stderr   string
+	timedOut bool
+	ran      [][]string
+	written  []string
+}
+
+// runCanary runs line under sh in a fresh sandbox.
+func runCanary(t testing.TB, sh shellRunner, shimDir, line string) canaryRun {
 	s := newSandbox(t, shimDir)
 	before := treeState(s.root, s.log)
-	code, stderr, timedOut := sh.run(s, line)
-	var problems []string
-	for _, argv := range s.ran() {
+	var r canaryRun
+	r.code, r.stderr, r.timedOut = sh.run(s, line)
+	r.ran = s.ran()
+	r.written = diffStates(before, treeState(s.root, s.log))
+	return r
+}
+
+// problems returns what the canary found wrong with a run: a program the
+// judge did not list, a file written, or a refusal by the runner of a
+// line the judge allowed.
+func (r canaryRun) problems(sh shellRunner, allowed map[string]bool) []string {
+	var out []string
+	for _, argv := range r.ran {
 		if !allowed[argv[0]] {
-			problems = append(problems, fmt.Sprintf("ran %q, which the judge did not list", argv))
+			out = append(out, fmt.Sprintf("ran %q, which the judge did not list", argv))
 		}
 	}
-	for _, d := range diffStates(before, treeState(s.root, s.log)) {
-		problems = append(problems, "wrote: "+d)
+	for _, d := range r.written {
+		out = append(out, "wrote: "+d)
 	}
-	if sh.name == "runner" && code == ExitCannotExecute && RefusalIn(stderr) != "" {
-		problems = append(problems, "the runner refused a line judged Always: "+RefusalIn(stderr))
+	if sh.name == "runner" && r.code == ExitCannotExecute && RefusalIn(r.stderr) != "" {
+		out = append(out, "the runner refused a line judged Always: "+RefusalIn(r.stderr))
 	}
-	if len(problems) > 0 {
-		problems = append(problems, fmt.Sprintf("(exit %d, timed out %t, stderr %q)", code, timedOut, clip(stderr, 300)))
+	if len(out) > 0 {
+		out = append(out, fmt.Sprintf("(exit %d, timed out %t, stderr %q)", r.code, r.timedOut, clip(r.stderr, 300)))
 	}
-	return problems
+	return out
+}
+
+// canaryCheck runs line under sh in a fresh sandbox and returns what the
+// canary found wrong.
+func canaryCheck(t testing.TB, sh shellRunner, shimDir, line string, allowed map[string]bool) []string {
+	return runCanary(t, sh, shimDir, line).problems(sh, allowed)
 }
 
 // sortedKeys returns a set's members in order.

@@ -240,8 +240,8 @@ func TestShellNeedsAPolicy(t *testing.T) {
 }
 
 // TestShellSurvivesAnInterpreterPanic: the interpreter panics on
-// test -R ''. The runner reports a failure instead of crashing, and
-// nothing after it runs.
+// test -R with an empty name. The runner reports a failure instead of
+// crashing, and nothing after it runs.
 func TestShellSurvivesAnInterpreterPanic(t *testing.T) {
 	rules := append([]SnapshotRule{{Pattern: "test *", Action: policy.Always}}, shellRules...)
 	got := runShell(t, PolicySnapshot{DefaultAction: policy.Ask, Rules: rules}, t.TempDir(), `test -R ''; echo after`, false)
