@@ -49,13 +49,15 @@ const (
 )
 
 // CommandRunSpec is a command an agent asks to run. Only spec.approval may
-// change after creation, and only once.
+// change after creation: it is set once per decision, and replaced only by
+// an approval of a newer decision, when the run was judged again because
+// its policy or its skill changed.
 // +kubebuilder:validation:XValidation:rule="self.agent == oldSelf.agent",message="spec.agent is immutable"
 // +kubebuilder:validation:XValidation:rule="self.command == oldSelf.command",message="spec.command is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.skill) == has(oldSelf.skill) && (!has(self.skill) || self.skill == oldSelf.skill)",message="spec.skill is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout)",message="spec.timeout is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.requestedBy) == has(oldSelf.requestedBy) && (!has(self.requestedBy) || self.requestedBy == oldSelf.requestedBy)",message="spec.requestedBy is immutable"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && self.approval == oldSelf.approval)",message="spec.approval cannot be changed once set"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && (self.approval == oldSelf.approval || (has(self.approval.policyGeneration) && !(has(oldSelf.approval.policyGeneration) && self.approval.policyGeneration == oldSelf.approval.policyGeneration && has(self.approval.skillHash) == has(oldSelf.approval.skillHash) && (!has(self.approval.skillHash) || self.approval.skillHash == oldSelf.approval.skillHash)))))",message="spec.approval cannot be changed once set, except by an approval that names another decision (status.decision's policyGeneration and skillHash)"
 type CommandRunSpec struct {
 	// agent names the Agent, in this namespace, the command runs for. Its
 	// policy judges the command.
@@ -87,7 +89,12 @@ type CommandRunSpec struct {
 	RequestedBy string `json:"requestedBy,omitempty"`
 
 	// approval is a person's decision on a command the policy says to Ask
-	// about. It can be set once, by someone other than the requester.
+	// about, set by someone other than the requester. It answers one
+	// decision (status.decision): the one it names, or, when it names none,
+	// the one in force when it was written. When the run is judged again
+	// (its policy or skill changed before its Job started), an approval of
+	// the earlier decision no longer lets it run; a new approval, naming the
+	// new decision, replaces it.
 	// +optional
 	Approval *Approval `json:"approval,omitempty"`
 }
@@ -107,9 +114,54 @@ type Approval struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
+
+	// policyGeneration names the decision approved: the
+	// status.decision.policyGeneration the person saw. With skillHash, it
+	// binds the approval to the content judged; admission refuses an
+	// approval that names a decision other than the run's current one.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+
+	// skillHash names, with policyGeneration, the decision approved: the
+	// status.decision.skillHash the person saw; empty for a run without a
+	// skill.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	SkillHash string `json:"skillHash,omitempty"`
 }
 
-// PolicyDecision is the policy's verdict on a command, recorded once.
+// NamesDecision tells whether the approval names the decision it answers.
+func (a *Approval) NamesDecision() bool { return a.PolicyGeneration != 0 }
+
+// Answers tells whether the approval answers the decision d of a run now
+// at generation runGeneration: it names d's policy generation and skill
+// hash, or it names none and was written after d was taken (only
+// spec.approval changes a run's spec, so a later generation is a later
+// approval).
+func (a *Approval) Answers(d *PolicyDecision, runGeneration int64) bool {
+	if a == nil || d == nil {
+		return false
+	}
+	if a.NamesDecision() {
+		return a.PolicyGeneration == d.PolicyGeneration && a.SkillHash == d.SkillHash
+	}
+	return runGeneration > d.RunGeneration
+}
+
+// ApproveDecision returns an approval that names the run's current
+// decision, as `kubectl skills approve` writes it.
+func (r *CommandRun) ApproveDecision(decision ApprovalDecision, approver, reason string) *Approval {
+	a := &Approval{Decision: decision, Approver: approver, Reason: reason}
+	if d := r.Status.Decision; d != nil {
+		a.PolicyGeneration, a.SkillHash = d.PolicyGeneration, d.SkillHash
+	}
+	return a
+}
+
+// PolicyDecision is the policy's verdict on a command, and the content it
+// was taken on. It is taken once, and again only when that content changed
+// before the command's Job started.
 type PolicyDecision struct {
 	// action is what the policy decided.
 	// +required
@@ -131,9 +183,32 @@ type PolicyDecision struct {
 	// +kubebuilder:validation:MaxLength=253
 	Policy string `json:"policy,omitempty"`
 
-	// policyGeneration is the generation of the policy that judged it.
+	// policyGeneration is the generation of the policy that judged it. The
+	// Job runs under exactly this generation: a policy edited before the Job
+	// starts has the command judged again.
 	// +optional
 	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
+
+	// skillHash is the content hash (the Skill's status.contentHash) of the
+	// skill judged with the command; empty when the run names no skill. The
+	// Job mounts exactly this content: a skill edited before the Job starts
+	// has the command judged again, and the sandbox refuses other content.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	SkillHash string `json:"skillHash,omitempty"`
+
+	// runGeneration is the run's generation when the decision was taken. An
+	// approval that names no decision answers this one only when it was
+	// written later, at a higher generation.
+	// +optional
+	RunGeneration int64 `json:"runGeneration,omitempty"`
+
+	// judgedAgain says why the command was judged a second time (or more):
+	// the policy or the skill changed between the first decision and the
+	// start of its Job. Empty for a first decision.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	JudgedAgain string `json:"judgedAgain,omitempty"`
 }
 
 // CommandResult is what a finished command produced.
@@ -192,7 +267,8 @@ type CommandRunStatus struct {
 	// +optional
 	Phase RunPhase `json:"phase,omitempty"`
 
-	// decision is the policy's verdict, recorded once.
+	// decision is the policy's verdict and the content it was taken on
+	// (policy generation, skill hash), which the Job is pinned to.
 	// +optional
 	Decision *PolicyDecision `json:"decision,omitempty"`
 

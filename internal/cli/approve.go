@@ -178,7 +178,9 @@ func setApproval(ctx context.Context, c client.Client, key client.ObjectKey, app
 			return err
 		}
 		patch := client.MergeFromWithOptions(run.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		run.Spec.Approval = approval.DeepCopy()
+		// The approval names the decision it answers, so it never covers
+		// content judged after it.
+		run.Spec.Approval = run.ApproveDecision(approval.Decision, approval.Approver, approval.Reason)
 		return c.Patch(ctx, run, patch)
 	})
 }
@@ -221,7 +223,9 @@ func (e *notAwaitingError) Error() string {
 
 // checkDecidable tells whether a person may decide on a run now.
 func checkDecidable(run *skillsv1.CommandRun) error {
-	if run.Spec.Approval != nil {
+	// An approval of an earlier decision does not count once the run was
+	// judged again: a person decides anew.
+	if a := run.Spec.Approval; a != nil && (a.Decision == skillsv1.Denied || a.Answers(run.Status.Decision, run.Generation)) {
 		return &alreadyDecidedError{approval: *run.Spec.Approval, phase: run.Status.Phase}
 	}
 	if run.Status.Phase != skillsv1.PhaseAwaitingApproval {

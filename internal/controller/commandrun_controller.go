@@ -23,7 +23,6 @@ import (
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/policy"
-	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
 // IndexRunAgent indexes CommandRuns by spec.agent, for history collection.
@@ -65,7 +64,8 @@ type CommandRunReconciler struct {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
+// +kubebuilder:rbac:groups=kubeskills.io,resources=commandpolicies;skills,verbs=get;list;watch
 
 // SetupWithManager registers the reconciler, the spec.agent index, and
 // watches on the runs' Jobs.
@@ -107,11 +107,16 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 // reconcile is the ordered list of steps:
 //  1. a finished run only waits for history collection;
-//  2. the decision is taken once and recorded (Never ends the run: Denied);
-//  3. Ask waits for an approval until the policy's approval timeout
-//     (AwaitingApproval, then Denied or Expired);
-//  4. Always or approved: the sandbox Job runs (Running), and its result
-//     ends the run (Succeeded, Failed or TimedOut).
+//  2. a run whose Job was created follows it: the Job holds the content
+//     the run was judged on, and its result ends the run (Succeeded,
+//     Failed or TimedOut);
+//  3. otherwise the run's policy and skill are read as they are now; the
+//     decision is taken once and recorded with that content, and taken
+//     again when the content changed since (Never ends the run: Denied);
+//  4. Ask waits for an approval of the decision in force until the policy's
+//     approval timeout (AwaitingApproval, then Denied or Expired);
+//  5. Always or approved: the sandbox Job is created from the content the
+//     decision was taken on (Running).
 func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
 	// A change to an ended run (an approval that came too late) is observed,
 	// though it changes nothing else: kstatus reads observedGeneration.
@@ -120,9 +125,28 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.Comm
 		return r.collect(ctx, run)
 	}
 	run.Status.ShortCommand = shortCommand(run.Spec.Command)
-	if run.Status.Decision == nil {
-		if err := r.decide(ctx, run); err != nil {
+	if following, err := r.runsJob(ctx, run); following || err != nil {
+		return ctrl.Result{}, err
+	}
+	pol, skl, reason, err := r.resolve(ctx, run)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case reason != "" && run.Status.Decision == nil:
+		denyRun(run, reason, r.now())
+		return ctrl.Result{}, nil
+	case reason != "":
+		endRun(run, skillsv1.PhaseFailed, reason, r.now())
+		return ctrl.Result{}, nil
+	case run.Status.Decision == nil:
+		r.decide(run, pol, skl, "")
+	default:
+		var changed string
+		if pol, skl, changed, err = r.checkContent(ctx, run, pol, skl); err != nil {
 			return ctrl.Result{}, err
+		}
+		if changed != "" {
+			r.judgeAgain(run, pol, skl, changed)
 		}
 	}
 	switch d := run.Status.Decision; {
@@ -139,28 +163,24 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.Comm
 			return ctrl.Result{}, nil
 		}
 	}
-	return ctrl.Result{}, r.runJob(ctx, run)
+	return ctrl.Result{}, r.startJob(ctx, run, pol, skl)
 }
 
-// decide judges the command against the agent's policy, narrowed by the
-// skill's allowed tools, and records the decision once. Anything missing
-// (agent, policy, skill) or a policy not in force denies the run.
-func (r *CommandRunReconciler) decide(ctx context.Context, run *skillsv1.CommandRun) error {
-	pol, skl, reason, err := r.resolve(ctx, run)
-	if err != nil || reason != "" {
-		if reason != "" {
-			denyRun(run, reason, r.now())
-		}
-		return err
-	}
+// decide judges the command against the policy, narrowed by the skill's
+// allowed tools, and records the decision with the content it was taken
+// on: the policy's generation and the skill's content hash. A policy not in
+// force denies the run. again says why an earlier decision was replaced.
+func (r *CommandRunReconciler) decide(run *skillsv1.CommandRun, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill, again string) {
 	m, err := r.Policies.Compile(pol)
 	if err != nil {
+		run.Status.Decision = nil
 		denyRun(run, fmt.Sprintf("CommandPolicy %q is not in force: %v", pol.Name, err), r.now())
-		return nil
+		return
 	}
 	var tools []string
+	hash := ""
 	if skl != nil {
-		tools = skl.Spec.AllowedTools
+		tools, hash = skl.Spec.AllowedTools, skl.Status.ContentHash
 	}
 	d := m.DecideFor(run.Spec.Command, tools)
 	run.Status.Decision = &skillsv1.PolicyDecision{
@@ -169,12 +189,19 @@ func (r *CommandRunReconciler) decide(ctx context.Context, run *skillsv1.Command
 		Reason:           clip(d.Reason, 4096),
 		Policy:           pol.Name,
 		PolicyGeneration: pol.Generation,
+		SkillHash:        hash,
+		RunGeneration:    run.Generation,
+		JudgedAgain:      clip(again, 1024),
 	}
+	run.Status.ApprovalDeadline = nil
 	if d.Action == policy.Ask {
-		deadline := run.CreationTimestamp.Add(approvalTimeout(pol))
-		run.Status.ApprovalDeadline = &metav1.Time{Time: deadline}
+		start := run.CreationTimestamp.Time
+		if again != "" {
+			// A person is asked anew: they get the whole approval timeout.
+			start = r.now()
+		}
+		run.Status.ApprovalDeadline = &metav1.Time{Time: start.Add(approvalTimeout(pol))}
 	}
-	return nil
 }
 
 // resolve finds the run's policy and skill. A non-empty reason says why the
@@ -230,17 +257,20 @@ func (r *CommandRunReconciler) getOrReason(ctx context.Context, ns, name string,
 
 // awaitApproval handles a run the policy says to Ask about. It reports how
 // long to wait when the run still waits; otherwise the run was approved
-// (phase unchanged) or ended (Denied, Expired).
+// (phase unchanged) or ended (Denied, Expired). Only an approval of the
+// decision in force lets the run go on; a denial ends it whatever decision
+// it answered.
 func (r *CommandRunReconciler) awaitApproval(run *skillsv1.CommandRun) (time.Duration, bool) {
+	d := run.Status.Decision
 	switch a := run.Spec.Approval; {
-	case a != nil && a.Decision == skillsv1.Approved:
-		return 0, false
-	case a != nil:
+	case a != nil && a.Decision == skillsv1.Denied:
 		msg := fmt.Sprintf("Denied by %s", a.Approver)
 		if a.Reason != "" {
 			msg += ": " + a.Reason
 		}
 		endRun(run, skillsv1.PhaseDenied, msg, r.now())
+		return 0, false
+	case a.Answers(d, run.Generation):
 		return 0, false
 	}
 	left := run.Status.ApprovalDeadline.Sub(r.now())
@@ -248,78 +278,8 @@ func (r *CommandRunReconciler) awaitApproval(run *skillsv1.CommandRun) (time.Dur
 		endRun(run, skillsv1.PhaseExpired, "Nobody approved the command before its approval deadline", r.now())
 		return 0, false
 	}
-	setRunPhase(run, skillsv1.PhaseAwaitingApproval, fmt.Sprintf("Waiting for a person to approve or deny: kubectl skills approve %s", run.Name))
+	setRunPhase(run, skillsv1.PhaseAwaitingApproval, awaitingMessage(run))
 	return left, true
-}
-
-// runJob creates the run's NetworkPolicy and Job once, then records the
-// result when the Job finishes. A Job of the same name that the run does not
-// own is never adopted.
-func (r *CommandRunReconciler) runJob(ctx context.Context, run *skillsv1.CommandRun) error {
-	job := &batchv1.Job{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(run), job)
-	switch {
-	case apierrors.IsNotFound(err):
-		return r.startJob(ctx, run)
-	case err != nil:
-		return fmt.Errorf("failed to get Job %s: %w", klog.KObj(run), err)
-	case !isControlledBy(job, run):
-		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run does not own", job.Name), r.now())
-		return nil
-	}
-	finished, deadlineExceeded := jobFinished(job)
-	if !finished {
-		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
-		return nil
-	}
-	res, err := r.Results.Read(ctx, job)
-	if err != nil {
-		return fmt.Errorf("failed to read the result of Job %s: %w", klog.KObj(job), err)
-	}
-	run.Status.Result = resultStatus(res)
-	phase, msg := finishedPhase(res, deadlineExceeded)
-	endRun(run, phase, msg, r.now())
-	return nil
-}
-
-// startJob builds and creates the sandbox's NetworkPolicy, then its Job.
-func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.CommandRun) error {
-	p, reason, err := r.sandboxParams(ctx, run)
-	if err != nil {
-		return err
-	}
-	if reason != "" {
-		endRun(run, skillsv1.PhaseFailed, reason, r.now())
-		return nil
-	}
-	if err := r.Create(ctx, sandbox.NetworkPolicy(p)); client.IgnoreAlreadyExists(err) != nil {
-		return fmt.Errorf("failed to create NetworkPolicy %s: %w", klog.KObj(run), err)
-	}
-	if err := r.Create(ctx, sandbox.Job(p)); client.IgnoreAlreadyExists(err) != nil {
-		return fmt.Errorf("failed to create Job %s: %w", klog.KObj(run), err)
-	}
-	run.Status.JobName = run.Name
-	run.Status.StartTime = &metav1.Time{Time: r.now()}
-	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", run.Name))
-	return nil
-}
-
-// sandboxParams gathers what the Job is built from: the policy that judged
-// the run and the skill it serves, as they are now.
-func (r *CommandRunReconciler) sandboxParams(ctx context.Context, run *skillsv1.CommandRun) (sandbox.Params, string, error) {
-	p := sandbox.Params{Run: run, RunnerImage: r.RunnerImage, DefaultImage: r.SandboxImage}
-	p.Policy = &skillsv1.CommandPolicy{}
-	if reason, err := r.getOrReason(ctx, run.Namespace, run.Status.Decision.Policy, p.Policy, "CommandPolicy"); reason != "" || err != nil {
-		return p, reason, err
-	}
-	if run.Spec.Skill != "" {
-		p.Skill = &skillsv1.Skill{}
-		if reason, err := r.getOrReason(ctx, run.Namespace, run.Spec.Skill, p.Skill, "Skill"); reason != "" || err != nil {
-			return p, reason, err
-		}
-	}
-	p.Timeout = sandbox.ResolveTimeout(run, p.Policy)
-	return p, "", nil
 }
 
 // collect applies the policy's history to the finished runs of the run's

@@ -87,7 +87,7 @@ func podSpec(p Params, sb *skillsv1.Sandbox) corev1.PodSpec {
 				}},
 			})
 		}
-		spec.InitContainers = append(spec.InitContainers, unpackSkillContainer(p.RunnerImage, len(shards)))
+		spec.InitContainers = append(spec.InitContainers, unpackSkillContainer(p.RunnerImage, len(shards), p.SkillHash))
 	}
 	return spec
 }
@@ -143,8 +143,11 @@ func installRunnerContainer(image string) corev1.Container {
 
 // unpackSkillContainer lays the skill out of its mounted shards into the
 // skill volume. It alone mounts the shard ConfigMaps.
-func unpackSkillContainer(image string, shards int) corev1.Container {
+func unpackSkillContainer(image string, shards int, hash string) corev1.Container {
 	command := []string{RunnerImagePath, "unpack-skill", "--to", SkillDir}
+	if hash != "" {
+		command = append(command, "--expect-hash", hash)
+	}
 	mounts := []corev1.VolumeMount{{Name: volumeSkill, MountPath: SkillDir}}
 	for i := 0; i < shards; i++ {
 		dir := ShardsDir + "/" + strconv.Itoa(i)

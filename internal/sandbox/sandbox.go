@@ -178,6 +178,10 @@ type Params struct {
 	// Status.ConfigMaps, in the run's namespace, are the shards mounted;
 	// when it sets Spec.Bundle.Image, that image is mounted instead.
 	Skill *skillsv1.Skill
+	// SkillHash is the content hash the run's decision pinned (its
+	// status.decision.skillHash): "unpack-skill" refuses shards holding
+	// other content. Empty checks only that the shards are of one version.
+	SkillHash string
 	// RunnerImage is the operator image, which holds RunnerImagePath.
 	RunnerImage string
 	// DefaultImage is the toolbox image used when the policy names none.

@@ -1,0 +1,124 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
+)
+
+// runsJob follows the run's Job once it exists, recording its result when
+// it finishes, and reports whether it did: the run is then past judging. A
+// Job of the run's name that the run does not own is never adopted: the run
+// fails. So does a run whose Job was deleted before it reported a result,
+// rather than run its command twice.
+func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun) (bool, error) {
+	job := &batchv1.Job{}
+	err := r.Get(ctx, client.ObjectKeyFromObject(run), job)
+	if apierrors.IsNotFound(err) && run.Status.JobName != "" {
+		// The cache may not hold a Job created a moment ago.
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), job)
+		if apierrors.IsNotFound(err) {
+			endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("The run's Job %s was deleted before it reported a result", run.Status.JobName), r.now())
+			return true, nil
+		}
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to get Job %s: %w", klog.KObj(run), err)
+	case !isControlledBy(job, run):
+		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run does not own", job.Name), r.now())
+		return true, nil
+	}
+	run.Status.JobName = job.Name
+	finished, deadlineExceeded := jobFinished(job)
+	if !finished {
+		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
+		return true, nil
+	}
+	res, err := r.Results.Read(ctx, job)
+	if err != nil {
+		return true, fmt.Errorf("failed to read the result of Job %s: %w", klog.KObj(job), err)
+	}
+	run.Status.Result = resultStatus(res)
+	phase, msg := finishedPhase(res, deadlineExceeded)
+	endRun(run, phase, msg, r.now())
+	return true, nil
+}
+
+// startJob creates the sandbox's NetworkPolicy, then its Job, from the
+// policy and skill the decision was taken on (reconcile has checked that
+// they did not change since): the runner gets that policy, and the skill's
+// shards are unpacked only when they hold the content of the decision.
+func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.CommandRun, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill) error {
+	p := sandbox.Params{
+		Run: run, Policy: pol, Skill: skl, SkillHash: run.Status.Decision.SkillHash,
+		RunnerImage: r.RunnerImage, DefaultImage: r.SandboxImage,
+	}
+	p.Timeout = sandbox.ResolveTimeout(run, pol)
+	if fenced, err := r.fence(ctx, run, sandbox.NetworkPolicy(p)); !fenced || err != nil {
+		return err
+	}
+	job := sandbox.Job(p)
+	err := r.Create(ctx, job)
+	if apierrors.IsAlreadyExists(err) {
+		// Created by another manager, or by a pass whose status was not
+		// written, or by someone else, which is never adopted.
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job)
+		if err == nil && !isControlledBy(job, run) {
+			endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run does not own", job.Name), r.now())
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("failed to create Job %s: %w", klog.KObj(run), err)
+	}
+	run.Status.JobName = run.Name
+	run.Status.StartTime = &metav1.Time{Time: r.now()}
+	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", run.Name))
+	return nil
+}
+
+// fence makes sure the run's own NetworkPolicy exists before its pod can:
+// it creates it, or finds the one an earlier pass created and brings its
+// rules up to date. A NetworkPolicy of the run's name that the run does not
+// own is never shared or taken over, since its rules are not the sandbox's:
+// the run fails and no Job is created. It reports whether the run is fenced.
+func (r *CommandRunReconciler) fence(ctx context.Context, run *skillsv1.CommandRun, np *networkingv1.NetworkPolicy) (bool, error) {
+	err := r.Create(ctx, np)
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return false, fmt.Errorf("failed to create NetworkPolicy %s: %w", klog.KObj(np), err)
+		}
+		return true, nil
+	}
+	existing := &networkingv1.NetworkPolicy{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(np), existing); err != nil {
+		return false, fmt.Errorf("failed to get NetworkPolicy %s: %w", klog.KObj(np), err)
+	}
+	if !isControlledBy(existing, run) {
+		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A NetworkPolicy named %q exists that this run does not own, "+
+			"so the run's sandbox could not be fenced by its own; no Job was created. File the command again under "+
+			"another name, or delete that NetworkPolicy if nothing needs it", np.Name), r.now())
+		return false, nil
+	}
+	if equality.Semantic.DeepEqual(existing.Spec, np.Spec) {
+		return true, nil
+	}
+	existing.Spec = np.Spec
+	if err := r.Update(ctx, existing); err != nil {
+		return false, fmt.Errorf("failed to update NetworkPolicy %s: %w", klog.KObj(np), err)
+	}
+	return true, nil
+}
