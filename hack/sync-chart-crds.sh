@@ -5,8 +5,9 @@
 #   config/crd/bases/*.yaml              -> templates/crds/ (behind crds.enabled)
 #   config/rbac/role.yaml                -> templates/rbac/manager-role.yaml
 #   config/rbac/approver_role.yaml       -> templates/rbac/approver-role.yaml
-#   config/admission/commandrun-identity.yaml
-#                                        -> templates/admission/commandrun-identity.yaml
+#   config/rbac/runner_role.yaml         -> templates/rbac/runner-role.yaml
+#   config/admission/*.yaml (but kustomization.yaml)
+#                                        -> templates/admission/ (behind admissionPolicy.enabled)
 #
 #   hack/sync-chart-crds.sh [chart-dir]   (default: charts/kubeskills)
 #
@@ -88,8 +89,20 @@ TPL
 } >"$templates/rbac/approver-role.yaml"
 
 {
-  header config/admission/commandrun-identity.yaml
-  echo "{{- if .Values.admissionPolicy.enabled }}"
-  decorate "" <"$root/config/admission/commandrun-identity.yaml"
+  header config/rbac/runner_role.yaml
+  echo "{{- if .Values.runnerRole.create }}"
+  decorate "" <"$root/config/rbac/runner_role.yaml"
   echo "{{- end }}"
-} >"$templates/admission/commandrun-identity.yaml"
+} >"$templates/rbac/runner-role.yaml"
+
+rm -f "$templates"/admission/*.yaml
+for src in "$root"/config/admission/*.yaml; do
+  rel=${src#"$root"/}
+  [ "$(basename "$src")" = kustomization.yaml ] && continue
+  {
+    header "$rel"
+    echo "{{- if .Values.admissionPolicy.enabled }}"
+    decorate "" <"$src"
+    echo "{{- end }}"
+  } >"$templates/admission/$(basename "$src")"
+done

@@ -57,6 +57,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 	want := []string{
 		"ClusterRole/kubeskills-approver",
 		"ClusterRole/kubeskills-manager",
+		"ClusterRole/kubeskills-runner",
 		"ClusterRoleBinding/kubeskills-manager",
 		"CustomResourceDefinition/agents.kubeskills.io",
 		"CustomResourceDefinition/commandpolicies.kubeskills.io",
@@ -65,7 +66,11 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"Deployment/kubeskills",
 		"Service/kubeskills-metrics",
 		"ServiceAccount/kubeskills",
+		"ValidatingAdmissionPolicy/kubeskills-agent-references",
+		"ValidatingAdmissionPolicy/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-identity",
+		"ValidatingAdmissionPolicyBinding/kubeskills-agent-references",
+		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-identity",
 	}
 	if got := kindNames(objs); !slices.Equal(got, want) {
@@ -103,7 +108,10 @@ func TestOperatorChartDefaults(t *testing.T) {
 	checkCRDs(t, objs, true)
 	checkRBAC(t, objs, "kubeskills", "kubeskills")
 	checkSynced(t, objs, "config/rbac/approver_role.yaml")
+	checkSynced(t, objs, "config/rbac/runner_role.yaml")
 	checkSynced(t, objs, "config/admission/commandrun-identity.yaml")
+	checkSynced(t, objs, "config/admission/commandrun-agent.yaml")
+	checkSynced(t, objs, "config/admission/agent-references.yaml")
 	checkMetricsService(t, objs, d, 8080)
 }
 
@@ -144,6 +152,9 @@ func TestOperatorChartValues(t *testing.T) {
 			}
 			if objs.has("ClusterRole", "kubeskills-approver") {
 				t.Error("approver ClusterRole rendered with approverRole.create=false")
+			}
+			if objs.has("ClusterRole", "kubeskills-runner") {
+				t.Error("runner ClusterRole rendered with runnerRole.create=false")
 			}
 			checkRBAC(t, objs, "skills-operator", "skills-operator")
 		},

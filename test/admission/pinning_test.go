@@ -1,0 +1,262 @@
+package admission
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
+)
+
+// askCommand is a command the test policies ask about.
+const askCommand = "kubectl rollout restart deploy/web"
+
+// approve sets the run's approval as user, naming the decision the run
+// shows, as `kubectl skills approve` does; it returns the API server's
+// answer.
+func approve(c client.Client, ns, name, user string) error {
+	run := &skillsv1.CommandRun{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
+		return err
+	}
+	patch := client.MergeFromWithOptions(run.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	run.Spec.Approval = run.ApproveDecision(skillsv1.Approved, user, "looked at it")
+	return c.Patch(context.Background(), run, patch)
+}
+
+// noJob asserts that the run gets no Job for a while.
+func noJob(t *testing.T, ns, name string) {
+	t.Helper()
+	NewWithT(t).Consistently(func(g Gomega) {
+		var jobs batchv1.JobList
+		g.Expect(admin.List(context.Background(), &jobs, client.InNamespace(ns))).To(Succeed())
+		g.Expect(jobs.Items).To(BeEmpty())
+	}, time.Second, interval).Should(Succeed(), "a Job was created for run %s", name)
+}
+
+// job returns the run's Job once it exists.
+func job(t *testing.T, ns, name string) *batchv1.Job {
+	t.Helper()
+	j := &batchv1.Job{}
+	NewWithT(t).Eventually(func() error {
+		return admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, j)
+	}, timeout, interval).Should(Succeed())
+	return j
+}
+
+// editPolicy changes the policy ops-policy as the admin and waits until the
+// operator has seen the change (its status observes the new generation), so
+// that what follows meets the operator's view of it.
+func editPolicy(t *testing.T, ns string, edit func(*skillsv1.CommandPolicy)) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	pol := &skillsv1.CommandPolicy{}
+	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ops-policy"}, pol)).To(Succeed())
+	edit(pol)
+	g.Expect(admin.Update(ctx, pol)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(pol), pol)).To(Succeed())
+		g.Expect(pol.Status.ObservedGeneration).To(Equal(pol.Generation))
+	}, timeout, interval).Should(Succeed())
+}
+
+// condMessage is the message of the run's Succeeded condition.
+func condMessage(run *skillsv1.CommandRun) string {
+	for _, c := range run.Status.Conditions {
+		if c.Type == skillsv1.SucceededCondition {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// pinSetup creates an Agent "ops" whose policy asks about askCommand and
+// serves the Skill "triage", the approver alice, and a run of askCommand
+// for the skill, filed by the agent, awaiting approval. It returns the
+// namespace, alice's client and the run's first decision.
+func pinSetup(t *testing.T) (string, client.Client, *skillsv1.PolicyDecision) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	skl := &skillsv1.Skill{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "triage"},
+		Spec: skillsv1.SkillSpec{
+			Description:  "Restarts a stuck rollout after reading its events.",
+			Instructions: "# Rollouts\n\nRead the events first.\n",
+			Files:        []skillsv1.SkillFile{{Path: "scripts/events.sh", Content: ptr.To("#!/bin/sh\nkubectl get events\n"), Executable: true}},
+		},
+	}
+	g.Expect(admin.Create(ctx, skl)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(skl), skl)).To(Succeed())
+		g.Expect(skl.Status.ContentHash).NotTo(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	policyAndAgent(t, ns, "ops", "triage")
+	bind(t, ns, "ClusterRole", "kubeskills-approver", "alice")
+	alice := as(t, "alice")
+
+	run := newRun(ns, "restart", "ops", askCommand, agentUser(ns, "ops"))
+	run.Spec.Skill = "triage"
+	g.Expect(asAgent(t, ns, "ops").Create(ctx, run)).To(Succeed())
+	first := waitPhase(t, ns, "restart", skillsv1.PhaseAwaitingApproval).Status.Decision
+	g.Expect(first.Action).To(Equal(skillsv1.ActionAsk))
+	g.Expect(first.PolicyGeneration).To(Equal(int64(1)))
+	g.Expect(first.SkillHash).To(Equal(skl.Status.ContentHash), "the decision records the skill content it was taken on")
+	return ns, alice, first
+}
+
+// TestApprovedPolicyEditedBeforeJobStartsIsAskedAgain: the policy changes
+// between the decision and the approval. The approval, given for the
+// earlier decision, does not start the Job: the command is judged again
+// under the new generation and waits for a person, saying why. An approval
+// of the new decision runs it, under that generation.
+func TestApprovedPolicyEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
+	g := NewWithT(t)
+	ns, alice, first := pinSetup(t)
+
+	editPolicy(t, ns, func(pol *skillsv1.CommandPolicy) {
+		pol.Spec.Rules = append(pol.Spec.Rules, skillsv1.PolicyRule{Pattern: "kubectl scale *", Action: skillsv1.ActionNever})
+	})
+	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+
+	var run *skillsv1.CommandRun
+	g.Eventually(func(g Gomega) {
+		run = getRun(g, ns, "restart")
+		g.Expect(run.Status.Decision.PolicyGeneration).To(Equal(int64(2)))
+	}, timeout, interval).Should(Succeed(), "the run was never judged again")
+	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseAwaitingApproval))
+	g.Expect(run.Status.Decision.JudgedAgain).To(Equal(`CommandPolicy "ops-policy" changed (generation 1, now 2)`))
+	g.Expect(condMessage(run)).To(And(
+		ContainSubstring(`Judged again because CommandPolicy "ops-policy" changed (generation 1, now 2)`),
+		ContainSubstring("the approval by alice was given for the earlier decision"),
+		ContainSubstring("kubectl skills approve restart")))
+	noJob(t, ns, "restart")
+
+	// An approval must name the decision the run waits on.
+	stale := run.DeepCopy()
+	stale.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", PolicyGeneration: 7, SkillHash: first.SkillHash}
+	refusedPatch(t, alice, run, stale, "spec.approval names a decision (policyGeneration 7", "the command was judged again")
+
+	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+	waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
+	g.Expect(job(t, ns, "restart").Spec.Template.Spec.InitContainers).NotTo(BeEmpty())
+}
+
+// TestApprovedSkillEditedBeforeJobStartsIsAskedAgain: the skill's content
+// changes between the decision and the approval. The command is judged
+// again on the new content and waits for a person; once approved, the Job
+// unpacks the skill only if it holds exactly the approved content.
+func TestApprovedSkillEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, alice, first := pinSetup(t)
+
+	skl := &skillsv1.Skill{}
+	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "triage"}, skl)).To(Succeed())
+	skl.Spec.Files[0].Content = ptr.To("#!/bin/sh\nkubectl delete pods --all\n")
+	g.Expect(admin.Update(ctx, skl)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(skl), skl)).To(Succeed())
+		g.Expect(skl.Status.ContentHash).NotTo(Equal(first.SkillHash))
+	}, timeout, interval).Should(Succeed())
+	// The agent's catalog names the new content once the operator has seen
+	// it: what follows meets the operator's view of the edit.
+	g.Eventually(func(g Gomega) {
+		a := &skillsv1.Agent{}
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ops"}, a)).To(Succeed())
+		g.Expect(a.Status.Skills).To(ContainElement(skillsv1.CatalogSkill{Name: "triage", ContentHash: skl.Status.ContentHash}))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+
+	var run *skillsv1.CommandRun
+	g.Eventually(func(g Gomega) {
+		run = getRun(g, ns, "restart")
+		g.Expect(run.Status.Decision.SkillHash).To(Equal(skl.Status.ContentHash))
+	}, timeout, interval).Should(Succeed(), "the run was never judged again")
+	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseAwaitingApproval))
+	g.Expect(run.Status.Decision.JudgedAgain).To(HavePrefix(`Skill "triage" changed (content sha256:`))
+	g.Expect(condMessage(run)).To(ContainSubstring("the approval by alice was given for the earlier decision"))
+	noJob(t, ns, "restart")
+
+	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+	waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
+	var unpack []string
+	for _, c := range job(t, ns, "restart").Spec.Template.Spec.InitContainers {
+		if c.Name == sandbox.ContainerUnpackSkill {
+			unpack = c.Command
+		}
+	}
+	g.Expect(unpack).To(ContainElements("--expect-hash", skl.Status.ContentHash), "the Job unpacks only the approved content")
+}
+
+// TestPolicyEditedToNeverBeforeJobStartsDenies: judged again, a command the
+// new policy refuses is denied, whatever was approved.
+func TestPolicyEditedToNeverBeforeJobStartsDenies(t *testing.T) {
+	g := NewWithT(t)
+	ns, alice, _ := pinSetup(t)
+
+	editPolicy(t, ns, func(pol *skillsv1.CommandPolicy) {
+		pol.Spec.Rules = append(pol.Spec.Rules, skillsv1.PolicyRule{Pattern: "kubectl rollout *", Action: skillsv1.ActionNever})
+	})
+	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+
+	run := waitPhase(t, ns, "restart", skillsv1.PhaseDenied)
+	g.Expect(run.Status.Decision.Action).To(Equal(skillsv1.ActionNever))
+	g.Expect(run.Status.Decision.JudgedAgain).To(ContainSubstring("changed (generation 1, now 2)"))
+	noJob(t, ns, "restart")
+}
+
+// refusedPatch asserts that c may not change run into changed.
+func refusedPatch(t *testing.T, c client.Client, run, changed *skillsv1.CommandRun, want ...string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		err := c.Patch(context.Background(), changed.DeepCopy(), client.MergeFrom(run))
+		g.Expect(err).To(HaveOccurred(), "accepted")
+		for _, w := range want {
+			g.Expect(err.Error()).To(ContainSubstring(w))
+		}
+	}, timeout, interval).Should(Succeed())
+}
+
+// TestRunNamedLikeForeignNetworkPolicyFailsWithoutJob: a NetworkPolicy of
+// the run's name that the run does not own is neither shared nor taken
+// over, since a pod that no sandbox policy selects would run unfenced. The
+// run fails, saying why; no Job is created and the NetworkPolicy is left
+// as it was.
+func TestRunNamedLikeForeignNetworkPolicyFailsWithoutJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	policyAndAgent(t, ns, "ops")
+	foreign := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "clash"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		},
+	}
+	g.Expect(admin.Create(ctx, foreign)).To(Succeed())
+
+	user := agentUser(ns, "ops")
+	g.Expect(asAgent(t, ns, "ops").Create(ctx, newRun(ns, "clash", "ops", "echo hi", user))).To(Succeed())
+	run := waitPhase(t, ns, "clash", skillsv1.PhaseFailed)
+	g.Expect(condMessage(run)).To(And(
+		ContainSubstring(`A NetworkPolicy named "clash" exists that this run does not own`),
+		ContainSubstring("no Job was created"),
+		ContainSubstring("File the command again under another name")))
+	noJob(t, ns, "clash")
+	after := &networkingv1.NetworkPolicy{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(foreign), after)).To(Succeed())
+	g.Expect(after.OwnerReferences).To(BeEmpty())
+	g.Expect(after.Spec).To(Equal(foreign.Spec))
+}
