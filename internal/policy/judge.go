@@ -140,9 +140,14 @@ func (j *judge) program(src string, depth int, what string) {
 		j.constructPart(-1, src, fmt.Sprintf("%s has more than %d nesting tokens ((, {, `, if, while, for, ...) and is not parsed", what, MaxOpeners))
 		return
 	}
+	written := src
+	src, fixed := fixComments(src)
 	saved := j.src
 	j.src = src
 	defer func() { j.src = saved }()
+	if fixed {
+		j.constructPart(-1, written, "a comment ends in a backslash: shells end the comment at the newline, so the next line is a command of its own (judged as one)")
+	}
 	var stmts []*syntax.Stmt
 	var err error
 	parser := j.m.parsers.Get().(*syntax.Parser)
@@ -161,6 +166,55 @@ func (j *judge) program(src string, depth int, what string) {
 	if err != nil {
 		j.constructPart(-1, src, fmt.Sprintf("failed to parse %s: %v", what, err))
 	}
+}
+
+// maxCommentFixes bounds how many comments fixComments rewrites.
+const maxCommentFixes = 64
+
+// fixComments returns src with the backslash at the end of each comment
+// replaced by a space. Shells end a comment at the newline, backslash or
+// not; the parser reads a backslash-newline in a comment as a line
+// continuation and so takes the next line as more words of the commented
+// command: `echo #\<newline>rm -rf /` would be one echo. fixed is set when
+// a comment was rewritten. Only text with both '#' and a backslash-newline
+// is parsed again.
+func fixComments(src string) (string, bool) {
+	if !strings.Contains(src, "\\\n") || strings.IndexByte(src, '#') < 0 {
+		return src, false
+	}
+	fixed := false
+	for range maxCommentFixes {
+		off := continuedComment(src)
+		if off < 0 {
+			break
+		}
+		src = src[:off] + " " + src[off+1:]
+		fixed = true
+	}
+	return src, fixed
+}
+
+// continuedComment returns the offset of the backslash that ends the
+// first comment the parser continues onto the next line, or -1.
+func continuedComment(src string) int {
+	first := -1
+	// A syntax error still leaves the statements and comments before it.
+	f, _ := syntax.NewParser(syntax.KeepComments(true)).Parse(strings.NewReader(src), "")
+	if f == nil {
+		return -1
+	}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		c, ok := n.(*syntax.Comment)
+		if !ok || !strings.HasSuffix(c.Text, "\\\n") {
+			return true
+		}
+		start, end := int(c.Pos().Offset()), min(int(c.End().Offset()), len(src))
+		if i := strings.LastIndexByte(src[start:end], '\\'); i >= 0 && (first < 0 || start+i < first) {
+			first = start + i
+		}
+		return true
+	})
+	return first
 }
 
 // script judges a command string given to a shell, eval or a wrapper.
