@@ -272,9 +272,10 @@ func TestRunProcessOutsideGroup(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
 	// The shell waits until the escaped process is up, so it holds stdout
-	// when the group is killed.
+	// when the group is killed. The runner's shell interrupts the programs
+	// it started as it exits; the escaped process ignores that too.
 	res := Run(Options{
-		Command: `setsid sh -c 'echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 60' & ` +
+		Command: `setsid sh -c 'trap "" INT; echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 60' & ` +
 			`while [ ! -e pid ]; do sleep 0.01; done; echo done`,
 		Policy: approvedAll,
 		Dir:    dir,
