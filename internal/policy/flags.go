@@ -500,10 +500,13 @@ func tarFile(words []cword, i, last int) (cword, bool) {
 	return cword{}, false
 }
 
-// tarArchive escalates an archive name with a colon: tar reaches it on
-// another host through rsh.
+// tarArchive escalates an archive name with a colon, or one that is not
+// known: tar reaches HOST:FILE on another host through a remote shell.
 func tarArchive(w cword, pb *partBuilder) {
-	if w.kind != wStatic || strings.Contains(w.text, ":") {
+	switch {
+	case w.kind != wStatic:
+		pb.add("tar -f with an archive that is not known before the command runs may reach HOST:FILE through a remote shell")
+	case strings.Contains(w.text, ":"):
 		pb.add("tar -f HOST:FILE runs a remote shell to reach the archive")
 	}
 }
