@@ -288,7 +288,8 @@ func TestApproveAndDeny(t *testing.T) {
 	if res.Code != cli.ExitOK || res.Stdout != "commandrun.kubeskills.io/restart approved by alice\n" {
 		t.Fatalf("approve: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
-	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "maintenance window"}
+	// It names the decision it answers, the run's status.decision.
+	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "maintenance window", PolicyGeneration: 1}
 	if run := getRun(t, ns, "restart"); run.Spec.Approval == nil || *run.Spec.Approval != want {
 		t.Errorf("approval %+v, want %+v", run.Spec.Approval, want)
 	}
