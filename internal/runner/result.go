@@ -43,7 +43,8 @@ type Result struct {
 	// ExitCode is the runner's own exit code, so it always matches the exit
 	// code of the container: the command's exit status (128+N when the
 	// command was killed by signal N), ExitTimeout when the timeout expired,
-	// 128+N when the runner was stopped by signal N, or one of
+	// 128+N when the runner was stopped by signal N, ExitCannotExecute when
+	// the runner refused the command (see Error), or one of
 	// ExitRunnerFailure, ExitCannotExecute and ExitNotFound when the command
 	// could not be run.
 	ExitCode int `json:"exitCode"`
@@ -66,8 +67,10 @@ type Result struct {
 	// TimedOut is true when the runner stopped the command at its timeout.
 	TimedOut bool `json:"timedOut"`
 	// Error explains, for people, why the command did not run to its own
-	// end: the shell could not be started, the runner was stopped by a
-	// signal, or its output could not be read. Empty otherwise.
+	// end: the runner refused it (the refusal line, starting with
+	// RefusalPrefix), the shell could not be started, the runner was
+	// stopped by a signal, or its output could not be read. Empty
+	// otherwise.
 	Error string `json:"error,omitempty"`
 
 	// LogSHA256 is set only on a summary returned by ParseTerminationMessage
