@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // FuzzDecide checks that Decide never panics, is deterministic, and that
@@ -104,6 +106,68 @@ func FuzzCompile(f *testing.F) {
 		if d := always.Decide(command); d.Action == Always {
 			if n := never.Decide(command); n.Action != Never {
 				t.Fatalf("pattern %q allows %q but does not refuse it: %s", pattern, command, n.Reason)
+			}
+		}
+	})
+}
+
+// neverContexts put a command line where a shell still runs it: after or
+// before others, in a pipeline, a subshell, a block, a condition, a loop,
+// a command substitution and a shell's command string.
+var neverContexts = []func(a, b string) string{
+	func(a, b string) string { return b + "\n" + a },
+	func(a, b string) string { return a + "\n" + b },
+	func(a, b string) string { return "true && {\n" + a + "\n}" },
+	func(a, b string) string { return "false || (\n" + a + "\n)" },
+	func(a, b string) string { return "echo x | {\n" + a + "\n} | cat" },
+	func(a, b string) string { return "if true; then\n" + a + "\nfi" },
+	func(a, b string) string { return "for f in x; do\n" + a + "\ndone" },
+	func(a, b string) string { return "echo \"$(\n" + a + "\n)\"" },
+	func(a, b string) string {
+		q, err := syntax.Quote(a, syntax.LangBash)
+		if err != nil {
+			return ""
+		}
+		return "sh -c " + q
+	},
+}
+
+// FuzzNeverDominance checks that a command line that is Never alone is
+// Never wherever a shell would still run it: joined with other commands,
+// in a pipeline, a subshell, a block, a condition, a loop, a command
+// substitution or a shell's command string.
+func FuzzNeverDominance(f *testing.F) {
+	for _, tc := range decideTable() {
+		if tc.expect == Never && len(tc.command) < 512 {
+			f.Add(tc.command, "ls")
+		}
+	}
+	f.Add("kubectl $'delete\\0' pod web-0", "echo hi")
+	f.Add("echo a #x\\\nrm -rf /", "ls")
+	f.Add("find . ${x:--exec} rm {} \\;", "cat f")
+	f.Add("setarch x86_64 rm x", "git status")
+	m, err := Compile(realisticPolicy())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if len(a) > 4096 || len(b) > 4096 || countOpeners(a+b) > MaxOpeners/2 {
+			return
+		}
+		if d := m.Decide(a); d.Action != Never || hasParseError(d) || strings.HasSuffix(a, "\\") {
+			return
+		}
+		for i, wrap := range neverContexts {
+			line := wrap(a, b)
+			if line == "" || i == len(neverContexts)-1 && strings.Contains(a, "sh -c") {
+				continue // command strings nest at most MaxScriptDepth deep
+			}
+			d := m.Decide(line)
+			if hasParseError(d) {
+				continue // the context did not parse with a in it
+			}
+			if d.Action != Never {
+				t.Fatalf("Decide(%q) = Never but Decide(%q) = %s: %s", a, line, d.Action, d.Reason)
 			}
 		}
 	})
