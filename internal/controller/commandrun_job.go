@@ -66,6 +66,12 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 		Run: run, Policy: pol, Skill: skl, SkillHash: run.Status.Decision.SkillHash,
 		RunnerImage: r.RunnerImage, DefaultImage: r.SandboxImage,
 	}
+	if a := run.Spec.Approval; a != nil && !a.Answers(run.Status.Decision, run.Generation) {
+		// An approval of an earlier decision is no approval of this one:
+		// the sandbox must not run what the policy asks about on its word.
+		p.Run = run.DeepCopy()
+		p.Run.Spec.Approval = nil
+	}
 	p.Timeout = sandbox.ResolveTimeout(run, pol)
 	if fenced, err := r.fence(ctx, run, sandbox.NetworkPolicy(p)); !fenced || err != nil {
 		return err

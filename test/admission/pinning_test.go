@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/policy"
+	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -67,6 +70,24 @@ func editPolicy(t *testing.T, ns string, edit func(*skillsv1.CommandPolicy)) {
 		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(pol), pol)).To(Succeed())
 		g.Expect(pol.Status.ObservedGeneration).To(Equal(pol.Generation))
 	}, timeout, interval).Should(Succeed())
+}
+
+// runnerPolicy returns the policy the Job hands to the runner.
+func runnerPolicy(t *testing.T, j *batchv1.Job) runner.PolicySnapshot {
+	t.Helper()
+	for _, c := range j.Spec.Template.Spec.Containers {
+		for _, arg := range c.Command {
+			if text, ok := strings.CutPrefix(arg, "--policy="); ok {
+				snap, err := runner.ParsePolicySnapshot(text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return snap
+			}
+		}
+	}
+	t.Fatalf("Job %s hands no policy to the runner", j.Name)
+	return runner.PolicySnapshot{}
 }
 
 // condMessage is the message of the run's Succeeded condition.
@@ -149,7 +170,31 @@ func TestApprovedPolicyEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 
 	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
 	waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
-	g.Expect(job(t, ns, "restart").Spec.Template.Spec.InitContainers).NotTo(BeEmpty())
+	snap := runnerPolicy(t, job(t, ns, "restart"))
+	g.Expect(snap.Rules).To(ContainElement(runner.SnapshotRule{Pattern: "kubectl scale *", Action: policy.Never}),
+		"the runner gets the policy of the approved generation")
+	g.Expect(snap.Approved).To(BeTrue())
+}
+
+// TestPolicyEditedToAlwaysBeforeJobStartsIgnoresTheEarlierApproval: judged
+// again, a command the new policy allows runs, but the approval given for
+// the earlier decision is not handed to the sandbox: what the new policy
+// asks about is not run on its word.
+func TestPolicyEditedToAlwaysBeforeJobStartsIgnoresTheEarlierApproval(t *testing.T) {
+	g := NewWithT(t)
+	ns, alice, _ := pinSetup(t)
+
+	editPolicy(t, ns, func(pol *skillsv1.CommandPolicy) {
+		pol.Spec.Rules = append(pol.Spec.Rules, skillsv1.PolicyRule{Pattern: "kubectl rollout *", Action: skillsv1.ActionAlways})
+	})
+	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+
+	run := waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
+	g.Expect(run.Status.Decision.Action).To(Equal(skillsv1.ActionAlways))
+	g.Expect(run.Status.Decision.PolicyGeneration).To(Equal(int64(2)))
+	snap := runnerPolicy(t, job(t, ns, "restart"))
+	g.Expect(snap.Rules).To(ContainElement(runner.SnapshotRule{Pattern: "kubectl rollout *", Action: policy.Always}))
+	g.Expect(snap.Approved).To(BeFalse(), "an approval of the earlier decision reached the sandbox")
 }
 
 // TestApprovedSkillEditedBeforeJobStartsIsAskedAgain: the skill's content
