@@ -168,8 +168,8 @@ func (j *judge) program(src string, depth int, what string) {
 	}
 }
 
-// maxCommentFixes bounds how many comments fixComments rewrites.
-const maxCommentFixes = 64
+// maxCommentRounds bounds how many times fixComments parses a text.
+const maxCommentRounds = 4
 
 // fixComments returns src with the backslash at the end of each comment
 // replaced by a space. Shells end a comment at the newline, backslash or
@@ -183,25 +183,30 @@ func fixComments(src string) (string, bool) {
 		return src, false
 	}
 	fixed := false
-	for range maxCommentFixes {
-		off := continuedComment(src)
-		if off < 0 {
+	// Each round ends every such comment the parser found; ending one can
+	// reveal another on the line after it, so there are a few rounds.
+	for range maxCommentRounds {
+		offs := continuedComments(src)
+		if len(offs) == 0 {
 			break
 		}
-		src = src[:off] + " " + src[off+1:]
-		fixed = true
+		b := []byte(src)
+		for _, off := range offs {
+			b[off] = ' '
+		}
+		src, fixed = string(b), true
 	}
 	return src, fixed
 }
 
-// continuedComment returns the offset of the backslash that ends the
-// first comment the parser continues onto the next line, or -1.
-func continuedComment(src string) int {
-	first := -1
+// continuedComments returns the offsets of the backslashes that end the
+// comments the parser continues onto the next line.
+func continuedComments(src string) []int {
+	var offs []int
 	// A syntax error still leaves the statements and comments before it.
 	f, _ := syntax.NewParser(syntax.KeepComments(true)).Parse(strings.NewReader(src), "")
 	if f == nil {
-		return -1
+		return nil
 	}
 	syntax.Walk(f, func(n syntax.Node) bool {
 		c, ok := n.(*syntax.Comment)
@@ -209,12 +214,12 @@ func continuedComment(src string) int {
 			return true
 		}
 		start, end := int(c.Pos().Offset()), min(int(c.End().Offset()), len(src))
-		if i := strings.LastIndexByte(src[start:end], '\\'); i >= 0 && (first < 0 || start+i < first) {
-			first = start + i
+		if i := strings.LastIndexByte(src[start:end], '\\'); i >= 0 {
+			offs = append(offs, start+i)
 		}
 		return true
 	})
-	return first
+	return offs
 }
 
 // script judges a command string given to a shell, eval or a wrapper.

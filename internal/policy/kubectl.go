@@ -101,7 +101,8 @@ var kubeResources = func() map[string]string {
 // returns the command's words as kubectl reads them, when they differ
 // from the words as written: the rules are matched against those too.
 func (j *judge) kubectl(words []cword, pb *partBuilder) [][]cword {
-	sub, positional := -1, []int(nil)
+	var buf [8]int
+	sub, positional := -1, buf[:0]
 	for i := 1; i < len(words); i++ {
 		w := words[i]
 		switch {
@@ -206,6 +207,14 @@ func kubectlVariants(words []cword, positional []int) [][]cword {
 		if words[i].kind != wStatic {
 			continue
 		}
+		if !strings.ContainsAny(t, ",/.ABCDEFGHIJKLMNOPQRSTUVWXYZ") {
+			// the common case, a plain lowercase word: no allocation
+			if canon := kubeResources[t]; n == 0 && canon != "" && canon != t {
+				changed = true
+				types = append(types, canon)
+			}
+			continue
+		}
 		for _, elem := range strings.Split(t, ",") {
 			typ, _, named := strings.Cut(elem, "/")
 			if n > 0 && !named {
@@ -218,6 +227,9 @@ func kubectlVariants(words []cword, positional []int) [][]cword {
 			}
 		}
 		changed = changed || t != strings.ToLower(t)
+	}
+	if !changed && !kubectlRaw(words) {
+		return nil
 	}
 	base, rawChanged := kubectlLower(words, positional)
 	if !changed && !rawChanged {
