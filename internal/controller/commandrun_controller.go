@@ -234,7 +234,25 @@ func (r *CommandRunReconciler) resolve(ctx context.Context, run *skillsv1.Comman
 	if skl.Status.ServedGeneration == 0 || len(skl.Status.ConfigMaps) == 0 {
 		return nil, nil, fmt.Sprintf("Skill %q is not served", skl.Name), nil
 	}
+	if msg := bundleUnserved(skl); msg != "" {
+		if skl.Status.ObservedGeneration < skl.Generation {
+			return nil, nil, "", fmt.Errorf("failed to pin Skill %s, waiting for the Skill controller to judge its spec: %s", klog.KObj(skl), msg)
+		}
+		return nil, nil, msg, nil
+	}
 	return pol, skl, "", nil
+}
+
+// bundleUnserved says why a bundled skill cannot be pinned: the Job mounts
+// the image its spec names, which is the content judged (the served content
+// hash) only when the spec is the served generation. resolve retries a spec
+// the Skill controller has not judged yet, and gives up on one it refused.
+func bundleUnserved(skl *skillsv1.Skill) string {
+	if skl.Spec.Bundle == nil || skl.Spec.Bundle.Image == "" || skl.Status.ServedGeneration == skl.Generation {
+		return ""
+	}
+	return fmt.Sprintf("Skill %q names a bundle image that is not served (generation %d, served %d): "+
+		"its files would not be the content judged", skl.Name, skl.Generation, skl.Status.ServedGeneration)
 }
 
 // getOrReason gets an object; NotFound becomes a reason to deny. A denial
