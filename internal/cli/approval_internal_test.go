@@ -102,6 +102,14 @@ func TestCheckDecidable(t *testing.T) {
 	decided := awaitingRun
 	decided.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Denied, Approver: "alice", Reason: "not now"}
 	decided.Status.Phase = skillsv1.PhaseDenied
+	// Judged again after alice approved: her approval names the earlier
+	// decision, so a person decides anew.
+	judgedAgain := testRun("ns", "r", "x", skillsv1.PhaseAwaitingApproval, time.Minute)
+	judgedAgain.Generation = 2
+	judgedAgain.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", PolicyGeneration: 1}
+	judgedAgain.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAsk, PolicyGeneration: 2, RunGeneration: 2}
+	approvedNow := judgedAgain
+	approvedNow.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", PolicyGeneration: 2}
 	denied := testRun("ns", "r", "x", skillsv1.PhaseDenied, time.Minute)
 	denied.Status.Conditions = []metav1.Condition{{Type: skillsv1.SucceededCondition, Status: metav1.ConditionFalse,
 		Reason: "Denied", Message: "Denied by the policy: \"rm x\" matched rules[2] \"rm *\" (Never)"}}
@@ -112,6 +120,8 @@ func TestCheckDecidable(t *testing.T) {
 	}{
 		{"awaiting", awaitingRun, ""},
 		{"decided", decided, `it was already denied by alice ("not now"); its phase is Denied`},
+		{"approved for an earlier decision", judgedAgain, ""},
+		{"approved for the decision in force", approvedNow, `it was already approved by alice; its phase is AwaitingApproval`},
 		{"denied by policy", denied, `it is not awaiting approval: its phase is Denied (Denied by the policy: "rm x" matched rules[2] "rm *" (Never))`},
 		{"running", testRun("ns", "r", "x", skillsv1.PhaseRunning, time.Minute), "it is not awaiting approval: its phase is Running"},
 		{"new", testRun("ns", "r", "x", "", time.Second), "the operator has not judged it yet (phase <none>)"},
