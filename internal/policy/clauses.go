@@ -12,7 +12,7 @@ import (
 func (j *judge) testClause(s *syntax.Stmt, c *syntax.TestClause, depth int) {
 	idx := j.reserve()
 	pb := &partBuilder{}
-	pb.addBash("[[ ... ]]")
+	pb.addBashReason(reasonBashTest)
 	words := []cword{{text: "test"}}
 	words = j.testExpr(c.X, words, pb, depth)
 	j.redirs(s, words, pb, depth)

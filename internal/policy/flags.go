@@ -201,6 +201,22 @@ func takesValue(name, argLong string) bool {
 	return false
 }
 
+// hasWord reports whether name is one of the space-separated words of
+// list, without allocating.
+func hasWord(list, name string) bool {
+	if name == "" {
+		return false
+	}
+	for rest := list; rest != ""; {
+		var w string
+		w, rest, _ = strings.Cut(strings.TrimLeft(rest, " "), " ")
+		if w == name {
+			return true
+		}
+	}
+	return false
+}
+
 // mayBeOption reports whether a word that is not known statically could
 // become, or split into, a word that starts with '-'.
 func mayBeOption(w cword) bool {
@@ -308,7 +324,7 @@ globals:
 				i++
 			}
 		default:
-			if name, _, hasValue := strings.Cut(strings.TrimLeft(t, "-"), "="); !hasValue && strings.Contains(" "+gitGlobalArgs, " "+name+" ") {
+			if name, _, hasValue := strings.Cut(strings.TrimLeft(t, "-"), "="); !hasValue && hasWord(gitGlobalArgs, name) {
 				i++
 			}
 		}

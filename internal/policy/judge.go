@@ -53,10 +53,18 @@ func (pb *partBuilder) add(reason string) {
 	}
 }
 
-// addBash records bash-only syntax.
+// addBash records bash-only syntax; what names it.
 func (pb *partBuilder) addBash(what string) {
 	if pb.bash == "" {
 		pb.bash = bashOnly(what)
+	}
+}
+
+// addBashReason records bash-only syntax with a reason worded by bashOnly
+// beforehand, so that the common constructs cost no allocation.
+func (pb *partBuilder) addBashReason(reason string) {
+	if pb.bash == "" {
+		pb.bash = reason
 	}
 }
 
@@ -97,8 +105,9 @@ func (j *judge) top(command string) {
 		j.constructPart(-1, command, fmt.Sprintf("command is longer than %d bytes and is not parsed", MaxCommandBytes))
 		return
 	}
-	j.parts = make([]Part, 0, min(estimateParts(command), MaxParts))
-	switch c := controlByte(command); {
+	parts, c := scanBytes(command)
+	j.parts = make([]Part, 0, min(parts, MaxParts))
+	switch {
 	case c < 0:
 	case command[c] == 0:
 		// Shells cut a command, or a word, at a NUL byte, each in its
@@ -113,24 +122,6 @@ func (j *judge) top(command string) {
 
 // reasonNUL is why a NUL byte, written or decoded from $'...', is Never.
 const reasonNUL = "a NUL byte cuts the command or the word short, differently in each shell, so what runs is not what is judged"
-
-// controlByte returns the index of the first NUL byte of s or, if there
-// is none, of its first other control character (other than tab and
-// newline), or -1.
-func controlByte(s string) int {
-	first := -1
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			switch {
-			case c == 0:
-				return i
-			case c != '\t' && c != '\n' && first < 0:
-				first = i
-			}
-		}
-	}
-	return first
-}
 
 // program parses and walks a command line or a nested command string.
 // Statements parsed before a syntax error are judged too: a shell runs them
@@ -290,7 +281,7 @@ func (j *judge) binary(s *syntax.Stmt, c *syntax.BinaryCmd, depth int) {
 // pipeAll records a |& pipe, which POSIX shells read as | then &.
 func (j *judge) pipeAll(s *syntax.Stmt, c *syntax.BinaryCmd) {
 	if c.Op == syntax.PipeAll {
-		j.constructPart(-1, j.text(s), bashOnly("the pipe |&"))
+		j.constructPart(-1, j.text(s), reasonBashPipe)
 	}
 }
 
@@ -446,7 +437,7 @@ func (j *judge) simple(idx int, text string, words []cword, pb *partBuilder, dep
 	for _, vw := range variants {
 		// A variant decides only through a rule that is stricter: the
 		// words as written already met the rules and the default.
-		if vv := j.m.evaluate(vw); vv.index >= 0 && vv.action.Stricter(v.action) {
+		if vv := j.m.evaluateStricter(vw, v.action); vv.index >= 0 {
 			vv.normalized = true
 			v = vv
 		}
@@ -589,18 +580,30 @@ func (j *judge) snippet(n syntax.Node) string {
 	return j.slice(int(n.Pos().Offset()), int(n.End().Offset()))
 }
 
-// estimateParts guesses how many parts a command has, from the bytes that
-// may start a new simple command, so that Parts is allocated once for most
-// commands.
-func estimateParts(src string) int {
-	n := 1
+// scanBytes reads a command once. It guesses how many parts the command
+// has, from the bytes that may start a new simple command, so that Parts
+// is allocated once for most commands; and it returns the index of the
+// first NUL byte or, if there is none, of the first other control
+// character (other than tab and newline), or -1.
+func scanBytes(src string) (parts, control int) {
+	parts, control = 1, -1
+	nul := false
 	for i := 0; i < len(src); i++ {
-		switch src[i] {
+		switch c := src[i]; c {
 		case ';', '|', '&', '\n', '(', '`':
-			n++
+			parts++
+		case '\t':
+		case 0:
+			if !nul {
+				control, nul = i, true
+			}
+		default:
+			if (c < 0x20 || c == 0x7f) && control < 0 {
+				control = i
+			}
 		}
 	}
-	return n
+	return parts, control
 }
 
 // countOpeners counts the tokens that may open a nested construct. Quotes

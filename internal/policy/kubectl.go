@@ -155,7 +155,7 @@ func kubectlFlag(words []cword, i int, pb *partBuilder) int {
 		if contains(kubectlActs, name) {
 			pb.add("kubectl " + t + " changes kubectl's credentials, server or files, or reaches any API path")
 		}
-		if !hasValue && name != "" && strings.Contains(kubectlArgLong, " "+name+" ") && i+1 < len(words) {
+		if !hasValue && hasWord(kubectlArgLong, name) && i+1 < len(words) {
 			return i + 1
 		}
 		return i
@@ -236,7 +236,8 @@ func kubectlVariants(words []cword, positional []int) [][]cword {
 		return nil
 	}
 	variants := [][]cword{base}
-	if len(positional) == 0 {
+	if len(positional) == 0 || !strings.ContainsAny(words[positional[0]].text, ",/") && len(types) < 2 {
+		// one type, written without a list or a name: base says it all
 		return variants
 	}
 	first := positional[0]
@@ -292,6 +293,12 @@ func kubectlLower(words []cword, positional []int) ([]cword, bool) {
 // canonicalWord rewrites the resource types of a positional word:
 // pods,Secret/db is pods,secrets/db.
 func canonicalWord(t string) string {
+	if !strings.ContainsAny(t, ",/") {
+		if canon := canonicalResource(t); canon != "" {
+			return canon
+		}
+		return t
+	}
 	elems := strings.Split(t, ",")
 	for k, elem := range elems {
 		typ, name, named := strings.Cut(elem, "/")

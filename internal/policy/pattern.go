@@ -477,6 +477,37 @@ func (m *Matcher) evaluate(words []cword) verdict {
 	return v
 }
 
+// evaluateStricter returns the strictest verdict of the rules stricter
+// than action that match the words, surely or possibly as in evaluate, or
+// a verdict with index -1 when there is none. The first word is matched
+// as written and by its base name.
+func (m *Matcher) evaluateStricter(words []cword, action Action) verdict {
+	dynamic := false
+	for _, w := range words[1:] {
+		dynamic = dynamic || w.kind != wStatic
+	}
+	best := verdict{index: -1, action: action}
+	try := func(name, base string) {
+		for _, list := range [2][]int{m.byName[name], m.globFirst} {
+			for _, i := range list {
+				if r := &m.rules[i]; r.Action.Stricter(best.action) || best.index >= 0 && r.Action == best.action && i < best.index {
+					m.try(i, words, base, dynamic, &best)
+				}
+			}
+		}
+	}
+	try(words[0].text, "")
+	if name := words[0].text; strings.Contains(name, "/") {
+		if base := baseName(name); base != "" {
+			before := best.index
+			if try(base, base); best.index != before {
+				best.base = base
+			}
+		}
+	}
+	return best
+}
+
 // evaluateAs applies the rules with the first word replaced by base when
 // base is not empty.
 func (m *Matcher) evaluateAs(words []cword, base string, dynamic bool) verdict {

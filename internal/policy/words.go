@@ -72,7 +72,7 @@ func (j *judge) word(w *syntax.Word, mode quoteMode, pb *partBuilder, depth int)
 		j.wordPart(part, mode, &s, pb, depth)
 	}
 	if s.braces {
-		pb.addBash("brace expansion")
+		pb.addBashReason(reasonBashBraces)
 	}
 	cw.text = s.text.String()
 	switch {
@@ -104,7 +104,7 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 			break
 		}
 		if !j.argv {
-			pb.addBash("$'...' quoting")
+			pb.addBashReason(reasonBashAnsiC)
 		}
 		v := ansiC(x.Value)
 		if strings.IndexByte(v, 0) >= 0 {
@@ -113,7 +113,7 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 		s.literal(v)
 	case *syntax.DblQuoted:
 		if x.Dollar {
-			pb.addBash(`$"..." quoting`)
+			pb.addBashReason(reasonBashLocale)
 		}
 		for _, qp := range x.Parts {
 			j.wordPart(qp, modeDouble, s, pb, depth)
@@ -135,7 +135,7 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 		s.split = s.split || !quoted
 	case *syntax.ArithmExp:
 		if x.Bracket || x.Unsigned {
-			pb.addBash("arithmetic expansion $[...]")
+			pb.addBashReason(reasonBashArithm)
 		}
 		if !j.arithm(x.X, pb, depth) {
 			pb.add(reasonArithmetic)
@@ -232,7 +232,7 @@ func (j *judge) param(pe *syntax.ParamExp, quoted bool, pb *partBuilder, depth i
 			bash = true
 		}
 		if quoted && hasSingleQuotes(pe.Exp.Word) {
-			pb.addBash(`single quotes in "${...}"`)
+			pb.addBashReason(reasonBashQuotes)
 		}
 		j.subWord(pe.Exp.Word, pb, depth)
 	}
@@ -259,6 +259,17 @@ func hasSingleQuotes(w *syntax.Word) bool {
 	}
 	return false
 }
+
+// Reasons for the common bash-only constructs, worded once.
+var (
+	reasonBashTest   = bashOnly("[[ ... ]]")
+	reasonBashAnsiC  = bashOnly("$'...' quoting")
+	reasonBashLocale = bashOnly(`$"..." quoting`)
+	reasonBashBraces = bashOnly("brace expansion")
+	reasonBashArithm = bashOnly("arithmetic expansion $[...]")
+	reasonBashQuotes = bashOnly(`single quotes in "${...}"`)
+	reasonBashPipe   = bashOnly("the pipe |&")
+)
 
 // bashOnly words the reason for a construct that only bash reads as the
 // judge does.
