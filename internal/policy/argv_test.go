@@ -22,6 +22,9 @@ func TestDecideArgs(t *testing.T) {
 		{[]string{"ls"}, Ask},
 		{[]string{"echo", "a\x00b"}, Never},
 		{[]string{"echo", "\x01\xff"}, Always},
+		{[]string{"echo", "a\nb", "\x1b[2K", "$'x'", "[[", "{a,b}"}, Always},
+		{[]string{"find", ".", "-delete"}, Ask},
+		{[]string{"sh", "-c", "echo $'\\' ; rm -rf / ; #'"}, Ask},
 		{nil, Ask},
 	} {
 		if got := m.DecideArgs(tc.args, nil).Action; got != tc.want {

@@ -103,7 +103,9 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 			s.literal(x.Value)
 			break
 		}
-		if !j.argv {
+		if !j.argv || j.scripts > 0 {
+			// the judge's own quoting of an argv is not bash-only
+			// syntax; a command string inside it is the user's
 			pb.addBashReason(reasonBashAnsiC)
 		}
 		v := ansiC(x.Value)
