@@ -12,9 +12,10 @@ import (
 // that content only; one that names none answers the decision in force when
 // it was written (a later run generation), never a decision taken after it.
 func TestApprovalAnswersOneDecision(t *testing.T) {
-	first := &skillsv1.PolicyDecision{PolicyGeneration: 1, SkillHash: "sha256:a", RunGeneration: 1}
-	again := &skillsv1.PolicyDecision{PolicyGeneration: 2, SkillHash: "sha256:a", RunGeneration: 2, JudgedAgain: "policy changed"}
-	named := &skillsv1.Approval{Decision: skillsv1.Approved, PolicyGeneration: 1, SkillHash: "sha256:a"}
+	first := &skillsv1.PolicyDecision{Policy: "p", PolicyGeneration: 1, SkillHash: "sha256:a", RunGeneration: 1}
+	again := &skillsv1.PolicyDecision{Policy: "p", PolicyGeneration: 2, SkillHash: "sha256:a", RunGeneration: 2, JudgedAgain: "policy changed"}
+	otherPolicy := &skillsv1.PolicyDecision{Policy: "q", PolicyGeneration: 1, SkillHash: "sha256:a", RunGeneration: 2, JudgedAgain: "another policy"}
+	named := &skillsv1.Approval{Decision: skillsv1.Approved, Policy: "p", PolicyGeneration: 1, SkillHash: "sha256:a"}
 	unnamed := &skillsv1.Approval{Decision: skillsv1.Approved}
 	cases := []struct {
 		name     string
@@ -25,7 +26,8 @@ func TestApprovalAnswersOneDecision(t *testing.T) {
 	}{
 		{"named, its decision", named, first, 2, true},
 		{"named, a decision on new content", named, again, 2, false},
-		{"named, the skill changed", named, &skillsv1.PolicyDecision{PolicyGeneration: 1, SkillHash: "sha256:b", RunGeneration: 2}, 2, false},
+		{"named, the skill changed", named, &skillsv1.PolicyDecision{Policy: "p", PolicyGeneration: 1, SkillHash: "sha256:b", RunGeneration: 2}, 2, false},
+		{"named, another policy at the same generation", named, otherPolicy, 2, false},
 		{"unnamed, written after the decision", unnamed, first, 2, true},
 		{"unnamed, the decision taken after it", unnamed, again, 2, false},
 		{"unnamed, written with the run", unnamed, first, 1, false},
@@ -39,7 +41,7 @@ func TestApprovalAnswersOneDecision(t *testing.T) {
 	}
 	run := &skillsv1.CommandRun{Status: skillsv1.CommandRunStatus{Decision: again}}
 	a := run.ApproveDecision(skillsv1.Approved, "alice", "ok")
-	if !a.Answers(again, 3) || a.PolicyGeneration != 2 || a.SkillHash != "sha256:a" || a.Approver != "alice" {
+	if !a.Answers(again, 3) || a.Policy != "p" || a.PolicyGeneration != 2 || a.SkillHash != "sha256:a" || a.Approver != "alice" {
 		t.Errorf("ApproveDecision = %+v, want an approval of the run's decision", a)
 	}
 }
@@ -51,7 +53,7 @@ func TestApprovalAnswersOneDecision(t *testing.T) {
 func TestApprovalReplacedOnlyByAnotherDecision(t *testing.T) {
 	ctx := context.Background()
 	r := run("approval-of-decision", func(r *skillsv1.CommandRun) {
-		r.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", PolicyGeneration: 1, SkillHash: "sha256:a"}
+		r.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Policy: "p", PolicyGeneration: 1, SkillHash: "sha256:a"}
 	})
 	if err := env.Client.Create(ctx, r); err != nil {
 		t.Fatal(err)
@@ -59,7 +61,7 @@ func TestApprovalReplacedOnlyByAnotherDecision(t *testing.T) {
 	for name, change := range map[string]func(*skillsv1.Approval){
 		"same decision, another approver": func(a *skillsv1.Approval) { a.Approver = "bob" },
 		"same decision, denied":           func(a *skillsv1.Approval) { a.Decision = skillsv1.Denied },
-		"no decision named":               func(a *skillsv1.Approval) { a.PolicyGeneration, a.SkillHash = 0, "" },
+		"no decision named":               func(a *skillsv1.Approval) { a.Policy, a.PolicyGeneration, a.SkillHash = "", 0, "" },
 	} {
 		changed := r.DeepCopy()
 		change(changed.Spec.Approval)
@@ -69,7 +71,8 @@ func TestApprovalReplacedOnlyByAnotherDecision(t *testing.T) {
 		}
 	}
 	for _, a := range []skillsv1.Approval{
-		{Decision: skillsv1.Approved, Approver: "bob", PolicyGeneration: 2, SkillHash: "sha256:a"},
+		{Decision: skillsv1.Approved, Approver: "bob", Policy: "q", PolicyGeneration: 1, SkillHash: "sha256:a"},
+		{Decision: skillsv1.Approved, Approver: "bob", Policy: "q", PolicyGeneration: 2, SkillHash: "sha256:a"},
 		{Decision: skillsv1.Approved, Approver: "bob", PolicyGeneration: 2, SkillHash: "sha256:b"},
 		{Decision: skillsv1.Denied, Approver: "bob", PolicyGeneration: 2},
 	} {

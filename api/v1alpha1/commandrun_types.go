@@ -57,7 +57,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="has(self.skill) == has(oldSelf.skill) && (!has(self.skill) || self.skill == oldSelf.skill)",message="spec.skill is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout)",message="spec.timeout is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.requestedBy) == has(oldSelf.requestedBy) && (!has(self.requestedBy) || self.requestedBy == oldSelf.requestedBy)",message="spec.requestedBy is immutable"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && (self.approval == oldSelf.approval || (has(self.approval.policyGeneration) && !(has(oldSelf.approval.policyGeneration) && self.approval.policyGeneration == oldSelf.approval.policyGeneration && has(self.approval.skillHash) == has(oldSelf.approval.skillHash) && (!has(self.approval.skillHash) || self.approval.skillHash == oldSelf.approval.skillHash)))))",message="spec.approval cannot be changed once set, except by an approval that names another decision (status.decision's policyGeneration and skillHash)"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && (self.approval == oldSelf.approval || (has(self.approval.policyGeneration) && !(has(oldSelf.approval.policyGeneration) && self.approval.policyGeneration == oldSelf.approval.policyGeneration && has(self.approval.skillHash) == has(oldSelf.approval.skillHash) && (!has(self.approval.skillHash) || self.approval.skillHash == oldSelf.approval.skillHash) && has(self.approval.policy) == has(oldSelf.approval.policy) && (!has(self.approval.policy) || self.approval.policy == oldSelf.approval.policy)))))",message="spec.approval cannot be changed once set, except by an approval that names another decision (status.decision's policy, policyGeneration and skillHash)"
 type CommandRunSpec struct {
 	// agent names the Agent, in this namespace, the command runs for. Its
 	// policy judges the command.
@@ -115,17 +115,22 @@ type Approval struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Reason string `json:"reason,omitempty"`
 
-	// policyGeneration names the decision approved: the
-	// status.decision.policyGeneration the person saw. With skillHash, it
-	// binds the approval to the content judged; admission refuses an
+	// policy names, with policyGeneration and skillHash, the decision
+	// approved: the status.decision.policy the person saw. Together they
+	// bind the approval to the content judged; admission refuses an
 	// approval that names a decision other than the run's current one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Policy string `json:"policy,omitempty"`
+
+	// policyGeneration names the decision approved: the
+	// status.decision.policyGeneration the person saw.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	PolicyGeneration int64 `json:"policyGeneration,omitempty"`
 
-	// skillHash names, with policyGeneration, the decision approved: the
-	// status.decision.skillHash the person saw; empty for a run without a
-	// skill.
+	// skillHash names the decision approved: the status.decision.skillHash
+	// the person saw; empty for a run without a skill.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	SkillHash string `json:"skillHash,omitempty"`
@@ -135,8 +140,8 @@ type Approval struct {
 func (a *Approval) NamesDecision() bool { return a.PolicyGeneration != 0 }
 
 // Answers tells whether the approval answers the decision d of a run now
-// at generation runGeneration: it names d's policy generation and skill
-// hash, or it names none and was written after d was taken (only
+// at generation runGeneration: it names d's policy, policy generation and
+// skill hash, or it names none and was written after d was taken (only
 // spec.approval changes a run's spec, so a later generation is a later
 // approval).
 func (a *Approval) Answers(d *PolicyDecision, runGeneration int64) bool {
@@ -144,7 +149,7 @@ func (a *Approval) Answers(d *PolicyDecision, runGeneration int64) bool {
 		return false
 	}
 	if a.NamesDecision() {
-		return a.PolicyGeneration == d.PolicyGeneration && a.SkillHash == d.SkillHash
+		return a.Policy == d.Policy && a.PolicyGeneration == d.PolicyGeneration && a.SkillHash == d.SkillHash
 	}
 	return runGeneration > d.RunGeneration
 }
@@ -154,7 +159,7 @@ func (a *Approval) Answers(d *PolicyDecision, runGeneration int64) bool {
 func (r *CommandRun) ApproveDecision(decision ApprovalDecision, approver, reason string) *Approval {
 	a := &Approval{Decision: decision, Approver: approver, Reason: reason}
 	if d := r.Status.Decision; d != nil {
-		a.PolicyGeneration, a.SkillHash = d.PolicyGeneration, d.SkillHash
+		a.Policy, a.PolicyGeneration, a.SkillHash = d.Policy, d.PolicyGeneration, d.SkillHash
 	}
 	return a
 }

@@ -289,7 +289,7 @@ func TestApproveAndDeny(t *testing.T) {
 		t.Fatalf("approve: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
 	// It names the decision it answers, the run's status.decision.
-	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "maintenance window", PolicyGeneration: 1}
+	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "maintenance window", Policy: "ops-policy", PolicyGeneration: 1}
 	if run := getRun(t, ns, "restart"); run.Spec.Approval == nil || *run.Spec.Approval != want {
 		t.Errorf("approval %+v, want %+v", run.Spec.Approval, want)
 	}

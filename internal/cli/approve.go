@@ -34,8 +34,8 @@ command first ('kubectl skills list --pending' shows only its start):
   kubectl get commandrun RUN -o jsonpath='{.spec.command}{"\n"}'
 
 The approval is written once, to spec.approval, with your user name as the
-approver and the decision you approve (the run's status.decision: policy
-generation and skill hash). When the policy or the skill changes before the
+approver and the decision you approve (the run's status.decision: policy,
+policy generation and skill hash). When the policy or the skill changes before the
 command runs, the run is judged again and waits for a new approval. The
 name is the one the API server knows you by (it is asked with a
 SelfSubjectReview), never one given on the command line; an admission policy

@@ -67,17 +67,22 @@ type CommandRunReconciler struct {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandpolicies;skills,verbs=get;list;watch
 
-// SetupWithManager registers the reconciler, the spec.agent index, and
-// watches on the runs' Jobs.
+// SetupWithManager registers the reconciler, its indexes, and watches on
+// the runs' Jobs and on the policies and skills that waiting runs were
+// judged on.
 func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &skillsv1.CommandRun{}, IndexRunAgent, func(o client.Object) []string {
 		return []string{o.(*skillsv1.CommandRun).Spec.Agent}
 	}); err != nil {
 		return fmt.Errorf("failed to index CommandRuns by agent: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &skillsv1.CommandRun{}, indexRunPins, runPins); err != nil {
+		return fmt.Errorf("failed to index CommandRuns by the content they wait on: %w", err)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&skillsv1.CommandRun{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&batchv1.Job{}).
+		Owns(&batchv1.Job{})
+	return r.watchPins(b).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -22,17 +23,38 @@ import (
 // askCommand is a command the test policies ask about.
 const askCommand = "kubectl rollout restart deploy/web"
 
-// approve sets the run's approval as user, naming the decision the run
-// shows, as `kubectl skills approve` does; it returns the API server's
-// answer.
-func approve(c client.Client, ns, name, user string) error {
+// approve sets the run's approval as user, naming the decision seen, as
+// `kubectl skills approve` does with the decision it read; it returns the
+// API server's answer.
+func approve(c client.Client, ns, name, user string, seen *skillsv1.PolicyDecision) error {
 	run := &skillsv1.CommandRun{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
 		return err
 	}
-	patch := client.MergeFromWithOptions(run.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	run.Spec.Approval = run.ApproveDecision(skillsv1.Approved, user, "looked at it")
+	saw := &skillsv1.CommandRun{Status: skillsv1.CommandRunStatus{Decision: seen}}
+	patch := client.MergeFrom(run.DeepCopy())
+	run.Spec.Approval = saw.ApproveDecision(skillsv1.Approved, user, "looked at it")
 	return c.Patch(context.Background(), run, patch)
+}
+
+// approveCurrent approves the decision the run shows now.
+func approveCurrent(g Gomega, c client.Client, ns, name, user string) {
+	g.Expect(approve(c, ns, name, user, getRun(g, ns, name).Status.Decision)).To(Succeed())
+}
+
+// switchPolicy points the Agent ops at a new CommandPolicy with the rules,
+// as the admin. Nothing watches that change: the run meets it only when it
+// is reconciled again, on an approval.
+func switchPolicy(t *testing.T, ns, name string, rules ...skillsv1.PolicyRule) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	pol := &skillsv1.CommandPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: skillsv1.CommandPolicySpec{Rules: rules}}
+	g.Expect(admin.Create(ctx, pol)).To(Succeed())
+	a := &skillsv1.Agent{}
+	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ops"}, a)).To(Succeed())
+	a.Spec.PolicyRef = &skillsv1.LocalRef{Name: name}
+	g.Expect(admin.Update(ctx, a)).To(Succeed())
 }
 
 // noJob asserts that the run gets no Job for a while.
@@ -137,10 +159,10 @@ func pinSetup(t *testing.T) (string, client.Client, *skillsv1.PolicyDecision) {
 }
 
 // TestApprovedPolicyEditedBeforeJobStartsIsAskedAgain: the policy changes
-// between the decision and the approval. The approval, given for the
-// earlier decision, does not start the Job: the command is judged again
-// under the new generation and waits for a person, saying why. An approval
-// of the new decision runs it, under that generation.
+// while the run waits for a person. The run is judged again under the new
+// generation at once and waits again, saying why; an approval of what the
+// person saw before the change is refused by admission, and an approval of
+// the new decision runs the command under that generation.
 func TestApprovedPolicyEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 	g := NewWithT(t)
 	ns, alice, first := pinSetup(t)
@@ -148,8 +170,6 @@ func TestApprovedPolicyEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 	editPolicy(t, ns, func(pol *skillsv1.CommandPolicy) {
 		pol.Spec.Rules = append(pol.Spec.Rules, skillsv1.PolicyRule{Pattern: "kubectl scale *", Action: skillsv1.ActionNever})
 	})
-	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
-
 	var run *skillsv1.CommandRun
 	g.Eventually(func(g Gomega) {
 		run = getRun(g, ns, "restart")
@@ -159,16 +179,17 @@ func TestApprovedPolicyEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 	g.Expect(run.Status.Decision.JudgedAgain).To(Equal(`CommandPolicy "ops-policy" changed (generation 1, now 2)`))
 	g.Expect(condMessage(run)).To(And(
 		ContainSubstring(`Judged again because CommandPolicy "ops-policy" changed (generation 1, now 2)`),
-		ContainSubstring("the approval by alice was given for the earlier decision"),
 		ContainSubstring("kubectl skills approve restart")))
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventReasons(g, run)).To(ContainElement("JudgedAgain"))
+	}, timeout, interval).Should(Succeed())
+
+	// What alice saw before the edit is not what would run.
+	refusedApproval(t, alice, ns, "restart", first,
+		"spec.approval names a decision (policy ops-policy, policyGeneration 1", "the command was judged again")
 	noJob(t, ns, "restart")
 
-	// An approval must name the decision the run waits on.
-	stale := run.DeepCopy()
-	stale.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", PolicyGeneration: 7, SkillHash: first.SkillHash}
-	refusedPatch(t, alice, run, stale, "spec.approval names a decision (policyGeneration 7", "the command was judged again")
-
-	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+	approveCurrent(g, alice, ns, "restart", "alice")
 	waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
 	snap := runnerPolicy(t, job(t, ns, "restart"))
 	g.Expect(snap.Rules).To(ContainElement(runner.SnapshotRule{Pattern: "kubectl scale *", Action: policy.Never}),
@@ -176,30 +197,56 @@ func TestApprovedPolicyEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 	g.Expect(snap.Approved).To(BeTrue())
 }
 
-// TestPolicyEditedToAlwaysBeforeJobStartsIgnoresTheEarlierApproval: judged
-// again, a command the new policy allows runs, but the approval given for
-// the earlier decision is not handed to the sandbox: what the new policy
-// asks about is not run on its word.
-func TestPolicyEditedToAlwaysBeforeJobStartsIgnoresTheEarlierApproval(t *testing.T) {
+// TestApprovalOfEarlierDecisionIsAskedAgain: the approval reaches the run
+// after its content changed but before the operator judged it again (here
+// the Agent was pointed at another policy, which nothing watches). The
+// approval does not start the Job: the command is judged again and waits,
+// saying that the approval was for the earlier decision.
+func TestApprovalOfEarlierDecisionIsAskedAgain(t *testing.T) {
 	g := NewWithT(t)
-	ns, alice, _ := pinSetup(t)
+	ns, alice, first := pinSetup(t)
 
-	editPolicy(t, ns, func(pol *skillsv1.CommandPolicy) {
-		pol.Spec.Rules = append(pol.Spec.Rules, skillsv1.PolicyRule{Pattern: "kubectl rollout *", Action: skillsv1.ActionAlways})
-	})
-	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+	switchPolicy(t, ns, "ops-strict", skillsv1.PolicyRule{Pattern: "kubectl get *", Action: skillsv1.ActionAlways})
+	g.Expect(approve(alice, ns, "restart", "alice", first)).To(Succeed())
+
+	var run *skillsv1.CommandRun
+	g.Eventually(func(g Gomega) {
+		run = getRun(g, ns, "restart")
+		g.Expect(run.Status.Decision.Policy).To(Equal("ops-strict"))
+	}, timeout, interval).Should(Succeed(), "the run was never judged again")
+	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseAwaitingApproval))
+	g.Expect(condMessage(run)).To(And(
+		ContainSubstring(`Judged again because the agent's policy is now CommandPolicy "ops-strict", not "ops-policy"`),
+		ContainSubstring("the approval by alice was given for the earlier decision and does not cover what would run now")))
+	noJob(t, ns, "restart")
+
+	approveCurrent(g, alice, ns, "restart", "alice")
+	waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
+}
+
+// TestApprovalOfEarlierDecisionNeverReachesTheSandbox: judged again, a
+// command the new policy allows runs, but the approval given for the
+// earlier decision is not handed to the sandbox, so what the new policy
+// asks about is not run on its word.
+func TestApprovalOfEarlierDecisionNeverReachesTheSandbox(t *testing.T) {
+	g := NewWithT(t)
+	ns, alice, first := pinSetup(t)
+
+	switchPolicy(t, ns, "ops-open", skillsv1.PolicyRule{Pattern: "kubectl rollout *", Action: skillsv1.ActionAlways})
+	g.Expect(approve(alice, ns, "restart", "alice", first)).To(Succeed())
 
 	run := waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
 	g.Expect(run.Status.Decision.Action).To(Equal(skillsv1.ActionAlways))
-	g.Expect(run.Status.Decision.PolicyGeneration).To(Equal(int64(2)))
+	g.Expect(run.Status.Decision.Policy).To(Equal("ops-open"))
 	snap := runnerPolicy(t, job(t, ns, "restart"))
 	g.Expect(snap.Rules).To(ContainElement(runner.SnapshotRule{Pattern: "kubectl rollout *", Action: policy.Always}))
 	g.Expect(snap.Approved).To(BeFalse(), "an approval of the earlier decision reached the sandbox")
 }
 
 // TestApprovedSkillEditedBeforeJobStartsIsAskedAgain: the skill's content
-// changes between the decision and the approval. The command is judged
-// again on the new content and waits for a person; once approved, the Job
+// changes while the run waits for a person. The command is judged again on
+// the new content and waits again; an approval of the content the person
+// saw before is refused, and once the new decision is approved, the Job
 // unpacks the skill only if it holds exactly the approved content.
 func TestApprovedSkillEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 	g := NewWithT(t)
@@ -214,14 +261,6 @@ func TestApprovedSkillEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(skl), skl)).To(Succeed())
 		g.Expect(skl.Status.ContentHash).NotTo(Equal(first.SkillHash))
 	}, timeout, interval).Should(Succeed())
-	// The agent's catalog names the new content once the operator has seen
-	// it: what follows meets the operator's view of the edit.
-	g.Eventually(func(g Gomega) {
-		a := &skillsv1.Agent{}
-		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ops"}, a)).To(Succeed())
-		g.Expect(a.Status.Skills).To(ContainElement(skillsv1.CatalogSkill{Name: "triage", ContentHash: skl.Status.ContentHash}))
-	}, timeout, interval).Should(Succeed())
-	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
 
 	var run *skillsv1.CommandRun
 	g.Eventually(func(g Gomega) {
@@ -230,10 +269,11 @@ func TestApprovedSkillEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 	}, timeout, interval).Should(Succeed(), "the run was never judged again")
 	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseAwaitingApproval))
 	g.Expect(run.Status.Decision.JudgedAgain).To(HavePrefix(`Skill "triage" changed (content sha256:`))
-	g.Expect(condMessage(run)).To(ContainSubstring("the approval by alice was given for the earlier decision"))
+	g.Expect(condMessage(run)).To(ContainSubstring(`Judged again because Skill "triage" changed`))
+	refusedApproval(t, alice, ns, "restart", first, "spec.approval names a decision", "the command was judged again")
 	noJob(t, ns, "restart")
 
-	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
+	approveCurrent(g, alice, ns, "restart", "alice")
 	waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
 	var unpack []string
 	for _, c := range job(t, ns, "restart").Spec.Template.Spec.InitContainers {
@@ -245,32 +285,44 @@ func TestApprovedSkillEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 }
 
 // TestPolicyEditedToNeverBeforeJobStartsDenies: judged again, a command the
-// new policy refuses is denied, whatever was approved.
+// new policy refuses is denied, and no approval can run it.
 func TestPolicyEditedToNeverBeforeJobStartsDenies(t *testing.T) {
 	g := NewWithT(t)
-	ns, alice, _ := pinSetup(t)
+	ns, alice, first := pinSetup(t)
 
 	editPolicy(t, ns, func(pol *skillsv1.CommandPolicy) {
 		pol.Spec.Rules = append(pol.Spec.Rules, skillsv1.PolicyRule{Pattern: "kubectl rollout *", Action: skillsv1.ActionNever})
 	})
-	g.Expect(approve(alice, ns, "restart", "alice")).To(Succeed())
-
 	run := waitPhase(t, ns, "restart", skillsv1.PhaseDenied)
 	g.Expect(run.Status.Decision.Action).To(Equal(skillsv1.ActionNever))
 	g.Expect(run.Status.Decision.JudgedAgain).To(ContainSubstring("changed (generation 1, now 2)"))
+	refusedApproval(t, alice, ns, "restart", first, "spec.approval names a decision")
 	noJob(t, ns, "restart")
 }
 
-// refusedPatch asserts that c may not change run into changed.
-func refusedPatch(t *testing.T, c client.Client, run, changed *skillsv1.CommandRun, want ...string) {
+// refusedApproval asserts that user may not approve the run naming the
+// decision seen, an earlier one.
+func refusedApproval(t *testing.T, c client.Client, ns, name string, seen *skillsv1.PolicyDecision, want ...string) {
 	t.Helper()
-	NewWithT(t).Eventually(func(g Gomega) {
-		err := c.Patch(context.Background(), changed.DeepCopy(), client.MergeFrom(run))
-		g.Expect(err).To(HaveOccurred(), "accepted")
-		for _, w := range want {
-			g.Expect(err.Error()).To(ContainSubstring(w))
+	err := approve(c, ns, name, "alice", seen)
+	g := NewWithT(t)
+	g.Expect(err).To(HaveOccurred(), "an approval of an earlier decision was accepted")
+	for _, w := range want {
+		g.Expect(err.Error()).To(ContainSubstring(w))
+	}
+}
+
+// eventReasons returns the reasons of the Events about obj.
+func eventReasons(g Gomega, obj client.Object) []string {
+	var list eventsv1.EventList
+	g.Expect(admin.List(context.Background(), &list, client.InNamespace(obj.GetNamespace()))).To(Succeed())
+	var reasons []string
+	for _, e := range list.Items {
+		if e.Regarding.UID == obj.GetUID() {
+			reasons = append(reasons, e.Reason)
 		}
-	}, timeout, interval).Should(Succeed())
+	}
+	return reasons
 }
 
 // TestRunNamedLikeForeignNetworkPolicyFailsWithoutJob: a NetworkPolicy of

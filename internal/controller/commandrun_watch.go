@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// indexRunPins indexes the CommandRuns that wait with a decision and no
+// Job yet by what the decision was taken on: "CommandPolicy/NAME" and
+// "Skill/NAME". An edit to either has those runs judged again at once, so
+// a person is asked about the content as it is, not as it was.
+const indexRunPins = "kubeskills.io/run-pins"
+
+// runPins is the value of indexRunPins for a run.
+func runPins(o client.Object) []string {
+	run := o.(*skillsv1.CommandRun)
+	d := run.Status.Decision
+	if d == nil || d.Policy == "" || run.Status.Phase.Terminal() || run.Status.JobName != "" {
+		return nil
+	}
+	pins := []string{"CommandPolicy/" + d.Policy}
+	if run.Spec.Skill != "" {
+		pins = append(pins, "Skill/"+run.Spec.Skill)
+	}
+	return pins
+}
+
+// watchPins has the runs that wait on a policy or a skill reconciled when
+// its generation or its served content changes.
+func (r *CommandRunReconciler) watchPins(b *builder.Builder) *builder.Builder {
+	servedChanged := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		before, ok1 := e.ObjectOld.(*skillsv1.Skill)
+		after, ok2 := e.ObjectNew.(*skillsv1.Skill)
+		return !ok1 || !ok2 || before.Status.ContentHash != after.Status.ContentHash
+	}}
+	return b.
+		Watches(&skillsv1.CommandPolicy{}, handler.EnqueueRequestsFromMapFunc(r.runsPinnedTo("CommandPolicy")),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&skillsv1.Skill{}, handler.EnqueueRequestsFromMapFunc(r.runsPinnedTo("Skill")),
+			builder.WithPredicates(servedChanged))
+}
+
+// runsPinnedTo maps an object of a kind to the waiting runs pinned to it.
+func (r *CommandRunReconciler) runsPinnedTo(kind string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		var runs skillsv1.CommandRunList
+		if err := r.List(ctx, &runs, client.InNamespace(o.GetNamespace()),
+			client.MatchingFields{indexRunPins: kind + "/" + o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Failed to list the CommandRuns waiting on "+kind, "object", klog.KObj(o))
+			return nil
+		}
+		reqs := make([]reconcile.Request, 0, len(runs.Items))
+		for i := range runs.Items {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs.Items[i])})
+		}
+		return reqs
+	}
+}
