@@ -27,11 +27,11 @@ import (
 //	          -fprint -fprint0 -fprintf -fls
 //	git       -c (an alias or command-valued key is judged), --config-env,
 //	          --exec-path=DIR; --output, --ext-diff, --textconv,
-//	          --upload-pack, --receive-pack, --exec, --template, clone -c/-u,
-//	          format-patch and archive -o, grep -O/--open-files-in-pager,
-//	          rebase -x/--exec (judged), submodule foreach (judged),
-//	          bisect run (judged), difftool, mergetool, config, filter-branch,
-//	          hook
+//	          --upload-pack, --receive-pack, --exec, --template, clone
+//	          -c/--config/-u, ls-remote -u, format-patch and archive -o,
+//	          grep -O/--open-files-in-pager, rebase -x/--exec (judged),
+//	          submodule foreach (judged), bisect run (judged), and the
+//	          subcommands of gitRuns (difftool, mergetool, config, ...)
 //	sort      -o --output --compress-program
 //	uniq      a second operand (the output file)
 //	tar       -I --use-compress-program --to-command --checkpoint-action

@@ -115,7 +115,12 @@ func FuzzCompile(f *testing.F) {
 // before others, in a pipeline, a subshell, a block, a condition, a loop,
 // a command substitution and a shell's command string.
 var neverContexts = []func(a, b string) string{
-	func(a, b string) string { return b + "\n" + a },
+	func(a, b string) string {
+		if strings.HasSuffix(b, "\\") || strings.Contains(b, "<<") {
+			return "" // b would join a to its last line, or read a as a here-document
+		}
+		return b + "\n" + a
+	},
 	func(a, b string) string { return a + "\n" + b },
 	func(a, b string) string { return "true && {\n" + a + "\n}" },
 	func(a, b string) string { return "false || (\n" + a + "\n)" },
