@@ -5,11 +5,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
@@ -85,7 +83,11 @@ func run(ctx context.Context, o agent.Options, log logr.Logger) error {
 	}()
 	log.Info("Starting agent runtime", "agent", cfg.Agent, "namespace", cfg.Namespace, "identity", cfg.Identity,
 		"listen", o.Listen, "model", cfg.Model.Name, "auth", !cfg.DisableAuth)
-	return serve(ctx, o.Listen, rt.Handler())
+	lis, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("failed to listen on %s: %w", o.Listen, err)
+	}
+	return rt.Serve(ctx, lis, shutdownGrace)
 }
 
 // storeSlot serves the catalog store once it is open. Before, the catalog
@@ -158,30 +160,4 @@ func openCatalog(ctx context.Context, catalogDir, skillsDir string, log logr.Log
 		case <-time.After(2 * time.Second):
 		}
 	}
-}
-
-// serve runs an HTTP server on addr until ctx ends, then shuts it down.
-func serve(ctx context.Context, addr string, h http.Handler) error {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("failed to listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("failed to serve on %s: %w", addr, err)
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("failed to shut down the HTTP server: %w", err)
-	}
-	return nil
 }

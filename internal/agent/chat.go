@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,8 +62,13 @@ var skillNamePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 // reached; only that final answer is returned. A user message starting
 // with `/name` loads skill name (Auto or Explicit) into the conversation
 // up front.
+//
+// A chat is idempotent: the CommandRuns it files are named after the
+// conversation (see requestKey), so the same request sent again within
+// a few minutes, as clients retry, follows the runs the first attempt
+// filed instead of filing them again.
 func (r *Runtime) Chat(ctx context.Context, messages []Message) (*Reply, error) {
-	s := &session{r: r, explicit: map[string]bool{}}
+	s := &session{r: r, explicit: map[string]bool{}, conversation: conversationHash(messages)}
 	conv, err := r.conversation(ctx, s, messages)
 	if err != nil {
 		return nil, err
@@ -275,11 +282,33 @@ func toolDefinitions() []openai.ChatCompletionToolUnionParam {
 }
 
 // session is the state of one chat request: which Explicit skills the user
-// named, and how many tool calls the model made.
+// named, how many tool calls the model made and how many commands it asked
+// for, and the hash of the caller's conversation.
 type session struct {
-	r        *Runtime
-	explicit map[string]bool
-	calls    int
+	r            *Runtime
+	explicit     map[string]bool
+	calls        int
+	commands     int
+	conversation string
+}
+
+// conversationHash identifies a chat request by the messages the caller
+// sent, which a retry sends again unchanged.
+func conversationHash(messages []Message) string {
+	h := sha256.New()
+	for _, m := range messages {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(m.Role), m.Role, len(m.Content), m.Content)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// requestKey identifies the nth command a chat asks for: the conversation,
+// n, the command and its skill. A retried request whose model asks for the
+// same command at the same point gets the same key. The model's tool call
+// id is left out: models make a new one for every answer.
+func requestKey(conversation string, n int, command, skill string) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d:%s\x00%s", conversation, n, len(command), command, skill))
+	return hex.EncodeToString(sum[:])
 }
 
 // call runs one tool call and returns what the model gets back: the tool's
@@ -375,7 +404,9 @@ func (s *session) runCommand(ctx context.Context, arguments string) (string, err
 			return "", err
 		}
 	}
-	res, err := s.r.commands.run(ctx, args.Command, args.Skill)
+	s.commands++
+	key := requestKey(s.conversation, s.commands, args.Command, args.Skill)
+	res, err := s.r.commands.run(ctx, args.Command, args.Skill, key)
 	if err != nil {
 		return "", err
 	}

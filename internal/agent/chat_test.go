@@ -145,7 +145,8 @@ func TestToolCallLimit(t *testing.T) {
 }
 
 // TestModelRetries: 429 and 500 are retried with backoff; a model that
-// keeps failing gives 502 with its status, and nothing of the prompt.
+// keeps failing gives 502 with a request id, and nothing of the prompt
+// or of the endpoint's answer.
 func TestModelRetries(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t, options{},
@@ -158,7 +159,8 @@ func TestModelRetries(t *testing.T) {
 	code, body := f.do(t, http.MethodPost, "/v1/chat/completions", f.token,
 		map[string]any{"messages": []map[string]string{{"role": "user", "content": "secret question"}}})
 	g.Expect(code).To(Equal(http.StatusBadGateway))
-	g.Expect(string(body)).To(ContainSubstring("429"))
+	g.Expect(string(body)).To(ContainSubstring("the model could not answer (request id req_"))
+	g.Expect(string(body)).NotTo(ContainSubstring("429"), "the endpoint's answer goes to the log, not to the caller")
 	g.Expect(string(body)).NotTo(ContainSubstring("secret question"))
 	g.Expect(f.model.Requests()).To(HaveLen(6), "two retries after the first attempt")
 }

@@ -2,14 +2,18 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -61,8 +65,11 @@ type commander struct {
 }
 
 // run asks for a command: it creates a CommandRun for the agent, as the
-// runtime's identity, and waits for its result.
-func (c *commander) run(ctx context.Context, command, skill string) (*CommandResult, error) {
+// runtime's identity, and waits for its result. A non-empty key names the
+// request the command belongs to (see requestKey): the run is then named
+// after it, so a retried request finds the run the first attempt filed and
+// follows it instead of filing a second one.
+func (c *commander) run(ctx context.Context, command, skill, key string) (*CommandResult, error) {
 	run := &skillsv1.CommandRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, GenerateName: c.agent + "-"},
 		Spec: skillsv1.CommandRunSpec{
@@ -72,11 +79,65 @@ func (c *commander) run(ctx context.Context, command, skill string) (*CommandRes
 			RequestedBy: c.identity,
 		},
 	}
-	if err := c.kube.Create(ctx, run); err != nil {
+	if key != "" {
+		run.GenerateName, run.Name = "", runName(c.agent, key)
+		run.Annotations = map[string]string{AnnotationRequestKey: key}
+	}
+	err := c.kube.Create(ctx, run)
+	if key != "" && apierrors.IsAlreadyExists(err) {
+		existing, reuse := c.retried(ctx, run)
+		if reuse {
+			ctrl.LoggerFrom(ctx).Info("Following the CommandRun an earlier attempt of this request filed", "commandRun", klog.KObj(existing))
+			return c.follow(ctx, existing)
+		}
+		// Another request's run holds the name: file this one on its own.
+		run.Name, run.GenerateName, run.Annotations = "", c.agent+"-", nil
+		err = c.kube.Create(ctx, run)
+	}
+	if err != nil {
 		c.metrics.command("Error")
 		return nil, fmt.Errorf("failed to create a CommandRun for agent %s: %w", c.agent, err)
 	}
 	return c.follow(ctx, run)
+}
+
+// AnnotationRequestKey records, on a CommandRun a chat filed, the key of
+// the request and tool call it serves (see requestKey).
+const AnnotationRequestKey = "kubeskills.io/request-key"
+
+// retryWindow is how long a run serves retries of the request that filed
+// it. An identical conversation sent later is a new question and files a
+// new run.
+const retryWindow = 10 * time.Minute
+
+// retried returns the run that holds want's name when it was filed by an
+// earlier attempt of the same request: same key, agent, command, skill and
+// identity, within the retry window. Anything else (a hash collision, a
+// run filed by someone else) is not followed.
+func (c *commander) retried(ctx context.Context, want *skillsv1.CommandRun) (*skillsv1.CommandRun, bool) {
+	got := &skillsv1.CommandRun{}
+	if err := c.kube.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Could not read the CommandRun of an earlier attempt", "commandRun", klog.KObj(want), "error", err.Error())
+		return nil, false
+	}
+	same := got.Annotations[AnnotationRequestKey] == want.Annotations[AnnotationRequestKey] &&
+		got.Spec.Agent == want.Spec.Agent && got.Spec.Command == want.Spec.Command &&
+		got.Spec.Skill == want.Spec.Skill && got.Spec.RequestedBy == want.Spec.RequestedBy &&
+		time.Since(got.CreationTimestamp.Time) < retryWindow
+	return got, same
+}
+
+// runName names the run of a request key: the agent's name, cut so that
+// the name stays a 63-character DNS label (it labels the run's Job and
+// pod), and 10 base-32 characters (50 bits) of the key.
+func runName(agent, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	suffix := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:10]
+	prefix := agent
+	if max := validation.DNS1123LabelMaxLength - len(suffix) - 1; len(prefix) > max {
+		prefix = strings.TrimRight(prefix[:max], "-")
+	}
+	return prefix + "-" + suffix
 }
 
 // get waits for a CommandRun of the agent made earlier.

@@ -130,11 +130,16 @@ func (r *Runtime) completion(reply *Reply) *chatCompletion {
 }
 
 // handleChat serves POST /v1/chat/completions. The tool loop runs here;
-// a streamed answer carries only the final assistant message.
+// a streamed answer carries only the final assistant message. The model
+// named must be the agent (or none); the chat runs for at most ChatTimeout.
 func (r *Runtime) handleChat(w http.ResponseWriter, req *http.Request) {
 	var body chatRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxChatBytes)).Decode(&body); err != nil {
+	if err := json.NewDecoder(req.Body).Decode(&body); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body is not a chat completion request: "+err.Error())
+		return
+	}
+	if body.Model != "" && body.Model != r.cfg.Agent {
+		modelNotFound(w, body.Model)
 		return
 	}
 	msgs, err := body.messages()
@@ -146,38 +151,37 @@ func (r *Runtime) handleChat(w http.ResponseWriter, req *http.Request) {
 		notReady(w)
 		return
 	}
+	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.Server.ChatTimeout)
+	defer cancel()
+	r.extendWrite(w, r.cfg.Server.ChatTimeout)
 	if body.Stream {
-		r.streamChat(req.Context(), w, msgs, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		r.streamChat(ctx, w, msgs, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
 		return
 	}
-	reply, err := r.Chat(req.Context(), msgs)
+	reply, err := r.Chat(ctx, msgs)
+	if isBadRequest(err) {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
 	if err != nil {
-		status, typ := chatErrorStatus(err)
-		logChatError(req.Context(), err)
-		writeError(w, status, typ, err.Error())
+		status, typ, msg := chatFailure(err)
+		fail(w, req, status, typ, msg, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, r.completion(reply))
 }
 
-// chatErrorStatus maps a failed chat to an HTTP status and error type.
-func chatErrorStatus(err error) (int, string) {
+// chatFailure maps a failed chat to an HTTP status, an error type and a
+// message that holds none of the error's details, which go to the log.
+func chatFailure(err error) (int, string, string) {
 	var modelErr *ModelError
 	switch {
-	case isBadRequest(err):
-		return http.StatusBadRequest, "invalid_request_error"
 	case errors.As(err, &modelErr):
-		return http.StatusBadGateway, "model_error"
+		return http.StatusBadGateway, "model_error", "the model could not answer"
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout, "timeout"
+		return http.StatusGatewayTimeout, "timeout", "the chat did not finish in time"
 	}
-	return http.StatusInternalServerError, "server_error"
-}
-
-func logChatError(ctx context.Context, err error) {
-	if !isBadRequest(err) && !errors.Is(err, context.Canceled) {
-		ctrl.LoggerFrom(ctx).Error(err, "Chat failed")
-	}
+	return http.StatusInternalServerError, "server_error", "the chat failed"
 }
 
 // streamChat answers as server-sent chat.completion.chunk events: the role
@@ -225,9 +229,13 @@ func (r *Runtime) streamChat(ctx context.Context, w http.ResponseWriter, msgs []
 		}
 	}
 	if res.err != nil {
-		_, typ := chatErrorStatus(res.err)
-		logChatError(ctx, res.err)
-		send(map[string]any{"error": apiError{Message: res.err.Error(), Type: typ}})
+		msg, typ := res.err.Error(), "invalid_request_error"
+		if !isBadRequest(res.err) {
+			_, typ, msg = chatFailure(res.err)
+			ctrl.LoggerFrom(ctx).Error(res.err, msg)
+			msg = fmt.Sprintf("%s (request id %s)", msg, requestID(ctx))
+		}
+		send(map[string]any{"error": apiError{Message: msg, Type: typ}})
 		return
 	}
 	send(chunk(&chatContent{Content: &res.reply.Content}, nil))
@@ -245,6 +253,7 @@ func (r *Runtime) streamChat(ctx context.Context, w http.ResponseWriter, msgs []
 type apiError struct {
 	Message string `json:"message"`
 	Type    string `json:"type"`
+	Param   string `json:"param,omitempty"`
 	Code    string `json:"code,omitempty"`
 }
 

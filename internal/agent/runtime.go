@@ -78,6 +78,8 @@ type Config struct {
 	TokenFile string
 	// DisableAuth serves the API without a token.
 	DisableAuth bool
+	// Server bounds what callers of the API can hold.
+	Server ServerLimits
 }
 
 // Defaults of Config.
@@ -116,6 +118,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ApprovalWait = DefaultApprovalWait
 	}
 	c.ApprovalWait = min(c.ApprovalWait, c.CommandWait)
+	c.Server = c.Server.withDefaults()
 	return c, nil
 }
 
@@ -183,6 +186,7 @@ type Options struct {
 	DisableAuth        bool
 	CommandWait        time.Duration
 	ApprovalWait       time.Duration
+	Server             ServerLimits
 }
 
 // BindFlags registers the options as command-line flags.
@@ -208,6 +212,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.DisableAuth, "disable-auth", false, "Serve the API without a bearer token. Use only behind another gate.")
 	fs.DurationVar(&o.CommandWait, "command-wait", DefaultCommandWait, "How long a command is waited for before the model is told it still runs.")
 	fs.DurationVar(&o.ApprovalWait, "approval-wait", DefaultApprovalWait, "How long a command awaiting approval is waited for before the model is told so.")
+	o.Server.bindFlags(fs)
 }
 
 // Config resolves the options into a runtime's Config. The identity may
@@ -221,7 +226,7 @@ func (o *Options) Config() (Config, error) {
 		},
 		MaxToolCalls: o.MaxToolCalls, PromptBudgetTokens: o.PromptBudgetTokens,
 		CommandWait: o.CommandWait, ApprovalWait: o.ApprovalWait,
-		TokenFile: o.TokenFile, DisableAuth: o.DisableAuth,
+		TokenFile: o.TokenFile, DisableAuth: o.DisableAuth, Server: o.Server,
 	}
 	if o.Agent == "" || o.ModelBaseURL == "" || o.ModelName == "" {
 		return cfg, errors.New("failed to read flags: --agent, --model-base-url and --model-name are required")

@@ -23,14 +23,20 @@ import (
 	"github.com/kubeskills/kubeskills/internal/catalog"
 )
 
-// maxCommandBytes bounds a POST /v1/commands body.
-const maxCommandBytes = 64 << 10
+// Body limits of the API's routes.
+const (
+	// maxCommandBytes bounds a POST /v1/commands body.
+	maxCommandBytes = 64 << 10
+	// maxSmallBody bounds the body of the other routes, which read none.
+	maxSmallBody = 64 << 10
+)
 
 // Handler serves the runtime's HTTP API:
 //
 //	POST /v1/chat/completions  OpenAI-compatible chat; the tool loop runs here,
 //	                           and stream=true streams only the final message
 //	GET  /v1/models            the one model: the agent
+//	GET  /v1/models/{id}       that model, or 404
 //	GET  /v1/skills            the catalog
 //	GET  /v1/skills/{name}     a skill's instructions (Auto or Explicit)
 //	POST /v1/commands          run one command through the policy
@@ -40,16 +46,22 @@ const maxCommandBytes = 64 << 10
 //
 // Every /v1/ route requires `Authorization: Bearer <token>` with the token
 // of the token file, unless auth is disabled; a request without it gets 401
-// and changes nothing.
+// and changes nothing. At most MaxConcurrentRequests /v1/ requests are
+// served at once; past that they get 429. Every answer carries its request
+// id in X-Request-Id.
 func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
-	api := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, r.authorize(h)) }
-	api("POST /v1/chat/completions", r.handleChat)
-	api("GET /v1/models", r.handleModels)
-	api("GET /v1/skills", r.handleSkills)
-	api("GET /v1/skills/{name}", r.handleSkill)
-	api("POST /v1/commands", r.handleCommand)
-	api("/v1/", func(w http.ResponseWriter, _ *http.Request) {
+	slots := make(chan struct{}, r.cfg.Server.MaxConcurrentRequests)
+	api := func(pattern string, bodyLimit int64, h http.HandlerFunc) {
+		mux.Handle(pattern, r.authorize(limit(slots, readBody(bodyLimit, h))))
+	}
+	api("POST /v1/chat/completions", maxChatBytes, r.handleChat)
+	api("GET /v1/models", maxSmallBody, r.handleModels)
+	api("GET /v1/models/{id}", maxSmallBody, r.handleModel)
+	api("GET /v1/skills", maxSmallBody, r.handleSkills)
+	api("GET /v1/skills/{name}", maxSmallBody, r.handleSkill)
+	api("POST /v1/commands", maxCommandBytes, r.handleCommand)
+	api("/v1/", maxSmallBody, func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no such route")
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
@@ -58,13 +70,17 @@ func (r *Runtime) Handler() http.Handler {
 	return r.instrument(mux)
 }
 
-// instrument logs and counts each request by its route pattern, and gives
-// handlers a logger in their context. Bodies are never logged.
+// instrument gives each request an id, answered in X-Request-Id, logs and
+// counts it by its route pattern, and gives handlers a logger, with the id,
+// in their context. Bodies are never logged.
 func (r *Runtime) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		start := time.Now()
-		log := r.log.WithValues("method", req.Method, "path", req.URL.Path)
-		req = req.WithContext(ctrl.LoggerInto(req.Context(), log))
+		id := newRequestID()
+		w.Header().Set(headerRequestID, id)
+		log := r.log.WithValues("method", req.Method, "path", req.URL.Path, "requestID", id)
+		ctx := context.WithValue(ctrl.LoggerInto(req.Context(), log), requestIDKey{}, id)
+		req = req.WithContext(ctx)
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, req)
 		pattern := req.Pattern
@@ -159,8 +175,28 @@ func notReady(w http.ResponseWriter) {
 
 // handleModels lists the agent as the one model callers can name.
 func (r *Runtime) handleModels(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []map[string]any{
-		{"id": r.cfg.Agent, "object": "model", "created": 0, "owned_by": "kubeskills"},
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{r.modelObject()}})
+}
+
+// handleModel serves the one model by its id, and 404 for any other.
+func (r *Runtime) handleModel(w http.ResponseWriter, req *http.Request) {
+	if id := req.PathValue("id"); id != r.cfg.Agent {
+		modelNotFound(w, id)
+		return
+	}
+	writeJSON(w, http.StatusOK, r.modelObject())
+}
+
+// modelObject is the agent as an OpenAI model object.
+func (r *Runtime) modelObject() map[string]any {
+	return map[string]any{"id": r.cfg.Agent, "object": "model", "created": 0, "owned_by": "kubeskills"}
+}
+
+// modelNotFound answers a model other than the agent as OpenAI does.
+func modelNotFound(w http.ResponseWriter, id string) {
+	writeJSON(w, http.StatusNotFound, map[string]apiError{"error": {
+		Message: fmt.Sprintf("The model %q does not exist: this agent serves one model, named after the agent", id),
+		Type:    "invalid_request_error", Param: "model", Code: "model_not_found",
 	}})
 }
 
@@ -203,8 +239,7 @@ func (r *Runtime) handleSkill(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
 		return
 	case err != nil:
-		ctrl.LoggerFrom(req.Context()).Error(err, "Failed to load a skill")
-		writeError(w, http.StatusInternalServerError, "server_error", err.Error())
+		fail(w, req, http.StatusInternalServerError, "server_error", "failed to load the skill", err)
 		return
 	}
 	files := loaded.Files
@@ -223,7 +258,7 @@ func (r *Runtime) RunCommand(ctx context.Context, command, skill string) (*Comma
 	if skill != "" && !r.inCatalog(skill) {
 		return nil, &BadRequestError{msg: "skill " + skill + " is not in this agent's catalog"}
 	}
-	return r.commands.run(ctx, command, skill)
+	return r.commands.run(ctx, command, skill, "")
 }
 
 // handleCommand runs one command through the same path as run_command and
@@ -234,7 +269,7 @@ func (r *Runtime) handleCommand(w http.ResponseWriter, req *http.Request) {
 		Command string `json:"command"`
 		Skill   string `json:"skill"`
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxCommandBytes)).Decode(&body); err != nil {
+	if err := json.NewDecoder(req.Body).Decode(&body); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "the body must be {\"command\": ..., \"skill\": ...}: "+err.Error())
 		return
 	}
@@ -246,14 +281,14 @@ func (r *Runtime) handleCommand(w http.ResponseWriter, req *http.Request) {
 		notReady(w)
 		return
 	}
+	r.extendWrite(w, r.cfg.CommandWait)
 	res, err := r.RunCommand(req.Context(), body.Command, body.Skill)
 	if isBadRequest(err) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
 	}
 	if err != nil {
-		ctrl.LoggerFrom(req.Context()).Error(err, "Failed to run a command")
-		writeError(w, http.StatusBadGateway, "command_error", err.Error())
+		fail(w, req, http.StatusBadGateway, "command_error", "failed to run the command", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)

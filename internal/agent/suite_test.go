@@ -172,6 +172,7 @@ type options struct {
 	kube   client.WithWatch
 	ns     string
 	config func(*agent.Config)
+	log    logr.Logger
 }
 
 // newFixture starts a runtime for agent "ops" that replays steps as its
@@ -209,12 +210,21 @@ func newFixture(t *testing.T, opts options, steps ...modeltest.Step) *fixture {
 	if opts.config != nil {
 		opts.config(&cfg)
 	}
-	rt, err := agent.New(cfg, opts.store, opts.kube, logr.Discard())
+	log := opts.log
+	if log.GetSink() == nil {
+		log = logr.Discard()
+	}
+	rt, err := agent.New(cfg, opts.store, opts.kube, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.rt = rt
-	f.api = httptest.NewServer(rt.Handler())
+	// The API is served as cmd/agent serves it: the runtime's server, with
+	// its timeouts, behind its connection limit.
+	f.api = httptest.NewUnstartedServer(nil)
+	f.api.Config = rt.Server()
+	f.api.Listener = rt.Listener(f.api.Listener)
+	f.api.Start()
 	t.Cleanup(f.api.Close)
 	return f
 }
