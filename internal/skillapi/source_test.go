@@ -106,3 +106,29 @@ func TestSourceKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestFromSource_GitMetadataIsRefused: a source ConfigMap whose keys make
+// .git/config (".git--config") or a bare repository yields a Skill that
+// the operator's checks refuse, naming the file: the Skill controller
+// serves no such skill.
+func TestFromSource_GitMetadataIsRefused(t *testing.T) {
+	for name, data := range map[string]map[string]string{
+		"git config": {"SKILL.md": sourceSkillMD, ".git--config": "[core]\n\tfsmonitor = touch /tmp/pwned\n"},
+		"nested git": {"SKILL.md": sourceSkillMD, "repo--.git--hooks--post-checkout": "#!/bin/sh\n"},
+		"bare repository": {"SKILL.md": sourceSkillMD, "repo--HEAD": "ref: refs/heads/main\n",
+			"repo--config": "[core]\n\tfsmonitor = touch /tmp/pwned\n", "repo--objects--x": "", "repo--refs--heads--main": ""},
+	} {
+		obj, err := FromSource("dns-debug", "team-a", data, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		s, problems := FromObject(obj)
+		if len(problems) > 0 {
+			t.Fatalf("%s: %v", name, problems)
+		}
+		report := skill.Validate(s, skill.Options{ExpectedName: "dns-debug"})
+		if report.OK() || !strings.Contains(report.Err().Error(), "git") {
+			t.Errorf("%s: want the skill refused for its git metadata, got %v", name, report.Err())
+		}
+	}
+}
