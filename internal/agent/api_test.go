@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/agent"
@@ -389,5 +390,37 @@ func TestAPI_EveryAnswerHasARequestID(t *testing.T) {
 		g.Expect(id).To(MatchRegexp(`^req_[0-9a-f]{24}$`), path)
 		g.Expect(seen).NotTo(HaveKey(id))
 		seen[id] = true
+	}
+}
+
+// TestAPI_RetryNeverFollowsAnotherIdentitysRun: a CommandRun that someone
+// else filed under the name a chat's command would take, even with the
+// same command and request key, is not followed: the chat files its own
+// run, as its own identity, and reports that one.
+func TestAPI_RetryNeverFollowsAnotherIdentitysRun(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f, _ := commandFixture(t, nil, nil,
+		modeltest.Tools(modeltest.Call("run_command", map[string]string{"command": "rm -rf /data"})), answerWithOutput())
+	key := agent.RequestKey([]agent.Message{{Role: "user", Content: "wipe the data"}}, 1, "rm -rf /data", "")
+	admin, err := agent.WhoAmI(ctx, k8s)
+	g.Expect(err).NotTo(HaveOccurred())
+	squatter := &skillsv1.CommandRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: agent.RunName("ops", key),
+			Annotations: map[string]string{agent.AnnotationRequestKey: key}},
+		Spec: skillsv1.CommandRunSpec{Agent: "ops", Command: "rm -rf /data", RequestedBy: admin},
+	}
+	g.Expect(k8s.Create(ctx, squatter)).To(Succeed())
+
+	g.Expect(f.chat(t, "wipe the data")).To(HavePrefix("Output: denied:"))
+	all := runs(g, f.ns)
+	g.Expect(all).To(HaveLen(2))
+	reported := toolResult(t, f.model.Requests()[1].LastToolResult())["run"]
+	g.Expect(reported).NotTo(Equal(squatter.Name))
+	for _, r := range all {
+		if r.Name == reported {
+			g.Expect(r.Spec.RequestedBy).To(Equal("system:serviceaccount:" + f.ns + ":ops-agent"))
+			g.Expect(r.GenerateName).To(Equal("ops-"))
+		}
 	}
 }
