@@ -91,8 +91,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
 	defer func() { cancelMgr(); <-mgrDone }()
 
-	// As in a cluster: identities on CommandRuns are checked at admission.
-	if err := env.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
+	// As in a cluster: identities on CommandRuns, the agent a run is filed
+	// for and what an Agent names are checked at admission.
+	if err := env.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml", "config/admission/commandrun-agent.yaml",
+		"config/admission/agent-references.yaml", "config/rbac/approver_role.yaml", "config/rbac/runner_role.yaml"); err != nil {
 		return err
 	}
 	kubectl := kubectlFunc(env, kubeconfig, out)
