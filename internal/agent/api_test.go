@@ -241,7 +241,9 @@ func TestAPI_ErrorsCarryNoInternals(t *testing.T) {
 	other := newFixture(t, options{ns: ns, kube: kube, log: logs.logger(), config: func(c *agent.Config) {
 		c.Namespace, c.Model.MaxRetries = "default", 0
 		c.Identity = "system:serviceaccount:" + ns + ":ops-agent"
-	}}, fail, fail)
+	}}, fail, fail,
+		modeltest.Tools(modeltest.Call("run_command", map[string]string{"command": "echo hi"})),
+		modeltest.Step{Content: "I got:", EchoToolResults: true})
 
 	res, body := other.post(t, "/v1/chat/completions", chatBody("ops", "hi"))
 	g.Expect(res.StatusCode).To(Equal(http.StatusBadGateway))
@@ -275,6 +277,15 @@ func TestAPI_ErrorsCarryNoInternals(t *testing.T) {
 	g.Expect(stream.Err()).To(HaveOccurred())
 	g.Expect(stream.Err().Error()).To(ContainSubstring("the model could not answer (request id req_"))
 	g.Expect(stream.Err().Error()).NotTo(ContainSubstring(leak))
+
+	// What the model reads of a refused CommandRun, and may repeat, is
+	// the reason and the request id.
+	answer := other.chat(t, "say hi")
+	g.Expect(answer).To(ContainSubstring("the Kubernetes API refused run_command (Forbidden)"))
+	g.Expect(answer).To(MatchRegexp(`request id req_[0-9a-f]{24}`))
+	for _, internal := range []string{"serviceaccount", "commandruns", "kubeskills.io", "cannot create"} {
+		g.Expect(strings.ToLower(answer)).NotTo(ContainSubstring(internal))
+	}
 }
 
 // TestAPI_UnknownModelIs404: a chat naming a model other than the agent is

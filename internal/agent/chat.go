@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kubeskills/kubeskills/internal/catalog"
@@ -333,10 +334,26 @@ func (s *session) call(ctx context.Context, name, arguments string) string {
 	}
 	s.r.metrics.toolCall(known)
 	if err != nil {
+		err = forModel(ctx, known, err)
 		ctrl.LoggerFrom(ctx).V(1).Info("Tool call failed", "tool", known, "error", err.Error())
 		return errorJSON(err)
 	}
 	return out
+}
+
+// forModel is what the model reads of a failed tool call. An error of the
+// Kubernetes API holds identities, resource names and admission messages
+// that are the cluster's business, and the model may repeat what it reads
+// to whoever chats: it gets the error's reason and the request id, and the
+// log the whole error.
+func forModel(ctx context.Context, tool string, err error) error {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Error(err, "Tool call failed at the Kubernetes API", "tool", tool)
+	return fmt.Errorf("the Kubernetes API refused %s (%s); the agent's log has the details under request id %s",
+		tool, apierrors.ReasonForError(err), requestID(ctx))
 }
 
 // useSkill loads a skill's body.
