@@ -106,8 +106,9 @@ type RunHistory struct {
 // Sandbox shapes the Job that runs a command.
 type Sandbox struct {
 	// image is the toolbox image commands run in. The operator injects its
-	// runner into it, so any image with /bin/sh works. Defaults to the
-	// operator's --sandbox-image flag.
+	// runner, which reads and runs the command line itself, so any image
+	// with the programs the commands call works; it needs no shell.
+	// Defaults to the operator's --sandbox-image flag.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image,omitempty"`

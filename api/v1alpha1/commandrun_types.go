@@ -66,7 +66,8 @@ type CommandRunSpec struct {
 	// +kubebuilder:validation:MaxLength=253
 	Agent string `json:"agent"`
 
-	// command is a shell command line, run with `/bin/sh -c`.
+	// command is a bash command line. The sandbox's runner interprets it
+	// with the parser the policy judged it with, never the image's shell.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=16384
