@@ -182,10 +182,10 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 		{Name: volumeRunner, MountPath: RunnerDir, ReadOnly: true},
 		{Name: volumeTmp, MountPath: TmpDir},
 	}
-	env := []corev1.EnvVar{
+	env := append([]corev1.EnvVar{
 		{Name: "HOME", Value: TmpDir},
 		{Name: "TMPDIR", Value: TmpDir},
-	}
+	}, gitSafety...)
 	if p.Skill != nil {
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeSkill, MountPath: SkillDir, ReadOnly: true})
 		env = append(env, corev1.EnvVar{Name: EnvSkillDir, Value: SkillDir})
@@ -205,6 +205,22 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext:          containerSecurityContext(),
 	}
+}
+
+// gitSafety is git configuration, given through the environment, that keeps
+// git from running programs a repository's own files name: a skill bundle
+// (an image, which admission cannot look into) may hold a bare repository
+// or a .git folder whose config sets core.fsmonitor or hooks. A command line
+// that changes these variables is an assignment, which the policy never
+// allows without a person.
+var gitSafety = []corev1.EnvVar{
+	{Name: "GIT_CONFIG_COUNT", Value: "3"},
+	{Name: "GIT_CONFIG_KEY_0", Value: "core.fsmonitor"},
+	{Name: "GIT_CONFIG_VALUE_0", Value: "false"},
+	{Name: "GIT_CONFIG_KEY_1", Value: "core.hooksPath"},
+	{Name: "GIT_CONFIG_VALUE_1", Value: "/dev/null"},
+	{Name: "GIT_CONFIG_KEY_2", Value: "safe.bareRepository"},
+	{Name: "GIT_CONFIG_VALUE_2", Value: "explicit"},
 }
 
 // RunnerCommand is the main container's command line: the installed runner

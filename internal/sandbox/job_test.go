@@ -228,7 +228,7 @@ func TestCommandContainer(t *testing.T) {
 			command: []string{"/kubeskills/bin/runner", "run", "--timeout=30s", "--grace=5s", "--output-limit=65536",
 				"--result-file=/dev/termination-log", `--policy={"defaultAction":"Never","approved":false}`,
 				"--", `kubectl get pods -o json | jq '.items | length'`},
-			env: []corev1.EnvVar{{Name: "HOME", Value: "/tmp"}, {Name: "TMPDIR", Value: "/tmp"}},
+			env: append(gitEnv(), corev1.EnvVar{Name: "HOME", Value: "/tmp"}, corev1.EnvVar{Name: "TMPDIR", Value: "/tmp"}),
 		},
 		{
 			name: "policy sandbox and a skill",
@@ -238,7 +238,8 @@ func TestCommandContainer(t *testing.T) {
 			command: []string{"/kubeskills/bin/runner", "run", "--timeout=2m0s", "--grace=5s", "--output-limit=4096",
 				"--result-file=/dev/termination-log", `--policy={"approved":false}`,
 				"--", `kubectl get pods -o json | jq '.items | length'`},
-			env: []corev1.EnvVar{{Name: "HOME", Value: "/tmp"}, {Name: "SKILL_DIR", Value: "/skill"}, {Name: "TMPDIR", Value: "/tmp"}},
+			env: append(gitEnv(), corev1.EnvVar{Name: "HOME", Value: "/tmp"}, corev1.EnvVar{Name: "SKILL_DIR", Value: "/skill"},
+				corev1.EnvVar{Name: "TMPDIR", Value: "/tmp"}),
 		},
 	}
 	for _, tc := range cases {
