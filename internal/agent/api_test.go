@@ -122,12 +122,10 @@ func TestAPI_SlowBodyIsCutOffByReadTimeout(t *testing.T) {
 	}
 
 	slow := dial()
-	start := time.Now()
 	_, err := fmt.Fprintf(slow, "POST /v1/chat/completions HTTP/1.1\r\nHost: agent\r\nAuthorization: Bearer %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: 4096\r\n\r\n{\"model\":", f.token)
 	g.Expect(err).NotTo(HaveOccurred())
 	answer := closedWithin(t, slow, 5*time.Second)
-	g.Expect(time.Since(start)).To(BeNumerically(">=", 500*time.Millisecond), "the body had its read timeout")
 	g.Expect(answer).To(Or(BeEmpty(), HavePrefix("HTTP/1.1 408")), "a body that does not arrive in time is 408, or the connection closes")
 
 	headers := dial()
