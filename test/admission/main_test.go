@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -237,4 +238,16 @@ func waitPhase(t *testing.T, ns, name string, phase skillsv1.RunPhase) *skillsv1
 		g.Expect(run.Status.Phase).To(Equal(phase))
 	}, timeout, interval).Should(Succeed(), "run %s/%s never reached %s", ns, name, phase)
 	return run
+}
+
+// update reads obj afresh, applies edit and writes it as c, again when the
+// operator's status writes got in between.
+func update[T client.Object](c client.Client, obj T, edit func(T)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		edit(obj)
+		return c.Update(context.Background(), obj)
+	})
 }

@@ -51,10 +51,8 @@ func switchPolicy(t *testing.T, ns, name string, rules ...skillsv1.PolicyRule) {
 	ctx := context.Background()
 	pol := &skillsv1.CommandPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: skillsv1.CommandPolicySpec{Rules: rules}}
 	g.Expect(admin.Create(ctx, pol)).To(Succeed())
-	a := &skillsv1.Agent{}
-	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ops"}, a)).To(Succeed())
-	a.Spec.PolicyRef = &skillsv1.LocalRef{Name: name}
-	g.Expect(admin.Update(ctx, a)).To(Succeed())
+	a := &skillsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"}}
+	g.Expect(update(admin, a, func(a *skillsv1.Agent) { a.Spec.PolicyRef = &skillsv1.LocalRef{Name: name} })).To(Succeed())
 }
 
 // noJob asserts that the run gets no Job for a while.
@@ -84,10 +82,8 @@ func editPolicy(t *testing.T, ns string, edit func(*skillsv1.CommandPolicy)) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	pol := &skillsv1.CommandPolicy{}
-	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ops-policy"}, pol)).To(Succeed())
-	edit(pol)
-	g.Expect(admin.Update(ctx, pol)).To(Succeed())
+	pol := &skillsv1.CommandPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops-policy"}}
+	g.Expect(update(admin, pol, edit)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(pol), pol)).To(Succeed())
 		g.Expect(pol.Status.ObservedGeneration).To(Equal(pol.Generation))
@@ -253,10 +249,10 @@ func TestApprovedSkillEditedBeforeJobStartsIsAskedAgain(t *testing.T) {
 	ctx := context.Background()
 	ns, alice, first := pinSetup(t)
 
-	skl := &skillsv1.Skill{}
-	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "triage"}, skl)).To(Succeed())
-	skl.Spec.Files[0].Content = ptr.To("#!/bin/sh\nkubectl delete pods --all\n")
-	g.Expect(admin.Update(ctx, skl)).To(Succeed())
+	skl := &skillsv1.Skill{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "triage"}}
+	g.Expect(update(admin, skl, func(s *skillsv1.Skill) {
+		s.Spec.Files[0].Content = ptr.To("#!/bin/sh\nkubectl delete pods --all\n")
+	})).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(skl), skl)).To(Succeed())
 		g.Expect(skl.Status.ContentHash).NotTo(Equal(first.SkillHash))
