@@ -193,23 +193,67 @@ func (e *Env) ApplyFiles(ctx context.Context, paths ...string) error {
 		if err != nil {
 			return fmt.Errorf("failed to read %s: %w", path, err)
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return fmt.Errorf("failed to decode %s: %w", path, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
-			if err := e.Client.Create(ctx, obj); err != nil {
-				return fmt.Errorf("failed to create %s %s from %s: %w", obj.GetKind(), obj.GetName(), path, err)
-			}
+		if _, err := e.create(ctx, data, path); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// InstallOperatorConfig creates what `kubectl apply -k` of each folder of
+// config/ (e.g. "rbac", "admission") would, in the namespace
+// kubeskills-system, and returns an Env whose Config authenticates as the
+// ServiceAccount they hold: the operator under its own RBAC.
+func (e *Env) InstallOperatorConfig(ctx context.Context, dirs ...string) (*Env, error) {
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubeskills-system"}}); err != nil {
+		return nil, fmt.Errorf("failed to create namespace kubeskills-system: %w", err)
+	}
+	user := ""
+	for _, dir := range dirs {
+		data, err := KustomizeBuild(filepath.Join(RepoRoot(), "config", dir))
+		if err != nil {
+			return nil, err
+		}
+		objs, err := e.create(ctx, data, "config/"+dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range objs {
+			if u.GetKind() == "ServiceAccount" {
+				user = "system:serviceaccount:" + u.GetNamespace() + ":" + u.GetName()
+			}
+		}
+	}
+	if user == "" {
+		return nil, fmt.Errorf("config/{%s} holds no ServiceAccount", strings.Join(dirs, ","))
+	}
+	cfg, err := e.AddUser(user, "system:serviceaccounts", "system:serviceaccounts:kubeskills-system")
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: e.Client, Scheme: e.Scheme}, nil
+}
+
+// create creates every object of a YAML stream read from source, in order,
+// and returns them.
+func (e *Env) create(ctx context.Context, data []byte, source string) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("failed to decode %s: %w", source, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if err := e.Client.Create(ctx, obj); err != nil {
+			return nil, fmt.Errorf("failed to create %s %s from %s: %w", obj.GetKind(), obj.GetName(), source, err)
+		}
+		objs = append(objs, obj)
+	}
 }
 
 // KubectlPath is the kubectl built beside kube-apiserver.

@@ -7,23 +7,15 @@
 package admission
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,7 +42,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env, admin = e, e.Client
 		ctx := context.Background()
-		operator, err := install(ctx, e)
+		operator, err := e.InstallOperatorConfig(ctx, "rbac", "admission")
 		if err != nil {
 			panic(err)
 		}
@@ -60,61 +52,6 @@ func TestMain(m *testing.M) {
 		}
 		return op.Stop
 	}))
-}
-
-// install creates what `kubectl apply -k config/default` would of RBAC and
-// admission: config/rbac (the manager's ClusterRole, ServiceAccount and
-// binding, the approver and runner ClusterRoles) and config/admission. It
-// returns an Env whose Config authenticates as the manager's
-// ServiceAccount.
-func install(ctx context.Context, e *testenv.Env) (*testenv.Env, error) {
-	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubeskills-system"}}); err != nil {
-		return nil, err
-	}
-	user := ""
-	for _, dir := range []string{"rbac", "admission"} {
-		objs, err := build(filepath.Join(testenv.RepoRoot(), "config", dir))
-		if err != nil {
-			return nil, err
-		}
-		for _, u := range objs {
-			if u.GetKind() == "ServiceAccount" {
-				user = "system:serviceaccount:" + u.GetNamespace() + ":" + u.GetName()
-			}
-			if err := admin.Create(ctx, u); err != nil {
-				return nil, fmt.Errorf("failed to create %s %s: %w", u.GetKind(), u.GetName(), err)
-			}
-		}
-	}
-	if user == "" {
-		return nil, errors.New("config/rbac holds no ServiceAccount")
-	}
-	cfg, err := e.AddUser(user, "system:serviceaccounts", "system:serviceaccounts:kubeskills-system")
-	if err != nil {
-		return nil, err
-	}
-	return &testenv.Env{Config: cfg, Client: e.Client, Scheme: e.Scheme}, nil
-}
-
-// build runs kustomize on dir and decodes the objects it writes.
-func build(dir string) ([]*unstructured.Unstructured, error) {
-	data, err := testenv.KustomizeBuild(dir)
-	if err != nil {
-		return nil, err
-	}
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return objs, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("failed to decode the build of %s: %w", dir, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
 }
 
 // as returns a client that authenticates as the user, with groups.
