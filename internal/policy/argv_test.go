@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestDecideArgs(t *testing.T) {
 	m, err := Compile(Policy{Default: Ask, Rules: []Rule{
@@ -33,5 +36,25 @@ func TestDecideArgs(t *testing.T) {
 	}
 	if got := m.DecideArgs([]string{"echo", "hi"}, []string{"Bash(ls:*)"}).Action; got != Ask {
 		t.Errorf("allowed-tools did not narrow a runtime argv: %s", got)
+	}
+}
+
+// An expansion can make an argv far longer than any command line (cat
+// /var/log/*): the runner must not refuse it for its length alone.
+func TestDecideArgsJudgesArgvLongerThanACommandLine(t *testing.T) {
+	m, err := Compile(Policy{Default: Ask, Rules: []Rule{{Pattern: "cat *", Action: Always}, {Pattern: "rm *", Action: Never}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"cat"}
+	for i := 0; len(args)*24 < 2*MaxCommandBytes; i++ {
+		args = append(args, fmt.Sprintf("/var/log/file-%08d.log", i))
+	}
+	if d := m.DecideArgs(args, nil); d.Action != Always {
+		t.Errorf("a %d-word argv of cat = %s: %s", len(args), d.Action, d.Reason)
+	}
+	args[0] = "rm"
+	if d := m.DecideArgs(args, nil); d.Action != Never {
+		t.Errorf("a %d-word argv of rm = %s: %s", len(args), d.Action, d.Reason)
 	}
 }

@@ -101,8 +101,12 @@ type verdict struct {
 
 // top judges a whole command line.
 func (j *judge) top(command string) {
-	if len(command) > MaxCommandBytes {
-		j.constructPart(-1, command, fmt.Sprintf("command is longer than %d bytes and is not parsed", MaxCommandBytes))
+	limit := MaxCommandBytes
+	if j.argv {
+		limit = MaxArgvBytes
+	}
+	if len(command) > limit {
+		j.constructPart(-1, command, fmt.Sprintf("command is longer than %d bytes and is not parsed", limit))
 		return
 	}
 	parts, c := scanBytes(command)

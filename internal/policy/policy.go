@@ -44,6 +44,11 @@ const (
 const (
 	// MaxCommandBytes is the longest command that is parsed at all.
 	MaxCommandBytes = 64 << 10
+	// MaxArgvBytes is the longest argv, quoted, that DecideArgs judges: an
+	// expansion can make an argv far longer than the line it came from
+	// (cat /var/log/*), and Linux passes up to about 2 MiB of arguments.
+	// Its words are all literal, so judging it takes linear time.
+	MaxArgvBytes = 2 << 20
 	// MaxOpeners is the largest number of tokens that can open a nested
 	// construct ('(', '{', '`' and the words if, while, until, for, case,
 	// select, function, time and coproc) in a command that is parsed. It
