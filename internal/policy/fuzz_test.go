@@ -81,6 +81,14 @@ func hasParseError(d Decision) bool {
 	return false
 }
 
+// parses reports whether src is a whole shell program on its own: no
+// quote, substitution or compound command left open that would take in
+// what follows it.
+func parses(src string) bool {
+	_, err := syntax.NewParser().Parse(strings.NewReader(src), "")
+	return err == nil
+}
+
 // FuzzCompile checks that pattern compilation never panics, that its
 // errors name the rule, and that a pattern that allows a command as an
 // Always rule refuses it as a Never rule (a sure match is a possible match).
@@ -116,8 +124,8 @@ func FuzzCompile(f *testing.F) {
 // a command substitution and a shell's command string.
 var neverContexts = []func(a, b string) string{
 	func(a, b string) string {
-		if strings.HasSuffix(b, "\\") || strings.Contains(b, "<<") {
-			return "" // b would join a to its last line, or read a as a here-document
+		if strings.HasSuffix(b, "\\") || strings.Contains(b, "<<") || !parses(b) {
+			return "" // b would join a to its last line, read a as a here-document, or quote it
 		}
 		return b + "\n" + a
 	},
