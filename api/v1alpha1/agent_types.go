@@ -257,6 +257,14 @@ type AgentStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	TokenSecretName string `json:"tokenSecretName,omitempty"`
 
+	// sandboxServiceAccountName is the ServiceAccount the agent's commands
+	// run with: its policy's spec.sandbox.serviceAccountName; empty when
+	// they run with no Kubernetes identity. Each CommandRun's
+	// status.serviceAccountName says which one a run used.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SandboxServiceAccountName string `json:"sandboxServiceAccountName,omitempty"`
+
 	// readyReplicas is the number of agent pods ready to serve.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
@@ -282,6 +290,7 @@ type AgentStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyRef.name`,priority=10
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=10
+// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.sandboxServiceAccountName`,priority=10
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=10
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && size(self.metadata.name) <= 57",message="metadata.name must be a DNS label of at most 57 characters: it names the agent's Service, agent-NAME"
 type Agent struct {

@@ -154,6 +154,21 @@ type Sandbox struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=604800
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// serviceAccountName is the Kubernetes identity commands run with: a
+	// ServiceAccount in the policy's namespace. Each sandbox gets a
+	// short-lived token of it, bound to its pod, mounted at the standard
+	// in-cluster path in the command container only, and a kubeconfig at
+	// $KUBECONFIG, so kubectl works without flags; the sandbox's network
+	// then reaches the API server, and nothing more unless egress says so.
+	// Empty: commands have no Kubernetes identity and cannot reach the API
+	// server. Whoever writes a policy naming a ServiceAccount must be
+	// allowed to act as it (create its tokens or impersonate it); the
+	// agent never chooses, reads or mints the token.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="spec.sandbox.serviceAccountName must be a ServiceAccount name: lowercase letters, digits, '-' and '.'"
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // Egress is the network a sandbox may reach.
@@ -221,6 +236,7 @@ type CommandPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.defaultAction`
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.spec.sandbox.serviceAccountName`,priority=10
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=10
 type CommandPolicy struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -292,6 +292,13 @@ type CommandRunStatus struct {
 	// +optional
 	ApprovalDeadline *metav1.Time `json:"approvalDeadline,omitempty"`
 
+	// serviceAccountName is the ServiceAccount the command's sandbox ran
+	// with, from the policy the decision was taken on; empty when it ran
+	// with no Kubernetes identity. Set when the Job is created.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
 	// startTime is when the command's Job was created.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
@@ -318,6 +325,7 @@ type CommandRunStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.status.decision.action`,priority=10
 // +kubebuilder:printcolumn:name="Skill",type=string,JSONPath=`.spec.skill`,priority=10
+// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.serviceAccountName`,priority=10
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.decision.reason`,priority=10
 type CommandRun struct {
 	metav1.TypeMeta   `json:",inline"`
