@@ -194,3 +194,30 @@ func TestRecentToolResults(t *testing.T) {
 		t.Fatalf("after a user message: %q", got)
 	}
 }
+
+// TestSkipToolResults: a step can leave out the first tool results, such as
+// a skill's instructions, and echo only the command results after them;
+// skipping more than there are echoes none.
+func TestSkipToolResults(t *testing.T) {
+	s := modeltest.New()
+	defer s.Close()
+	if code, answer := post(t, s, "/admin/steps", `[{"content":"Then:","echoToolResults":true,"skipToolResults":1},{"content":"none","echoToolResults":true,"skipToolResults":9}]`); code != http.StatusOK {
+		t.Fatalf("%d %s", code, answer)
+	}
+	for _, want := range []string{"Then:\n" + `{"exitCode":3,"stdout":""}`, "none"} {
+		code, answer := post(t, s, "/v1/chat/completions", conversation)
+		var completion struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(answer), &completion) != nil {
+			t.Fatalf("%d %s", code, answer)
+		}
+		if got := completion.Choices[0].Message.Content; got != want {
+			t.Fatalf("content = %q, want %q", got, want)
+		}
+	}
+}

@@ -61,6 +61,10 @@ type Step struct {
 	// (see Request.RecentToolResults), one a line: a model that reports
 	// what its tools returned, scripted from a file.
 	EchoToolResults bool `json:"echoToolResults,omitempty"`
+	// SkipToolResults leaves the first tool results that EchoToolResults
+	// would echo out, such as a skill's instructions before the command
+	// results that follow them.
+	SkipToolResults int `json:"skipToolResults,omitempty"`
 	// Respond, when set, makes the step from the request it answers, as a
 	// model that reads its tool results would. It cannot come from a file.
 	Respond func(Request) Step `json:"-"`
@@ -171,7 +175,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		step = step.Respond(req)
 	}
 	if step.EchoToolResults {
-		step.Content = strings.Join(append(nonEmpty(step.Content), req.RecentToolResults()...), "\n")
+		results := req.RecentToolResults()
+		results = results[min(step.SkipToolResults, len(results)):]
+		step.Content = strings.Join(append(nonEmpty(step.Content), results...), "\n")
 	}
 	if step.DelayMillis > 0 {
 		select {

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Prints a pod's resolver configuration and resolves a name from inside it.
 #   resolve.sh NAMESPACE POD NAME
 set -eu

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # Prints, without waiting, how far a Deployment's latest rollout got.
 #   rollout-status.sh NAMESPACE DEPLOYMENT
 set -eu
