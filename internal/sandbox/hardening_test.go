@@ -97,21 +97,26 @@ var podChecks = []podCheck{
 			return ""
 		},
 		func(j *batchv1.Job) { j.Spec.Template.Spec.HostNetwork = true }},
-	{"no ServiceAccount named",
-		func(_ variant, j *batchv1.Job) string {
-			if s := j.Spec.Template.Spec; s.ServiceAccountName != "" || s.DeprecatedServiceAccount != "" {
-				return "a ServiceAccount is named"
+	{"the ServiceAccount is the policy's identity, or none",
+		func(v variant, j *batchv1.Job) string {
+			s := j.Spec.Template.Spec
+			if want := v.params.serviceAccountName(); s.ServiceAccountName != want || s.DeprecatedServiceAccount != "" {
+				return fmt.Sprintf("serviceAccountName = %q, want %q", s.ServiceAccountName, want)
 			}
 			return ""
 		},
 		func(j *batchv1.Job) { j.Spec.Template.Spec.ServiceAccountName = "default" }},
-	{"volumes are size-limited emptyDirs, ConfigMaps or images",
-		func(_ variant, j *batchv1.Job) string {
+	{"volumes are size-limited emptyDirs, ConfigMaps, images or the identity's short-lived token",
+		func(v variant, j *batchv1.Job) string {
 			for _, vol := range j.Spec.Template.Spec.Volumes {
 				switch {
 				case vol.EmptyDir != nil && vol.EmptyDir.SizeLimit != nil && vol.EmptyDir.Medium == "":
 				case vol.ConfigMap != nil:
 				case vol.Image != nil && vol.Image.Reference != "":
+				case vol.Projected != nil && vol.Name == volumeToken && v.params.serviceAccountName() != "":
+					if problem := checkTokenVolume(vol, v.wantDeadline); problem != "" {
+						return problem
+					}
 				default:
 					return fmt.Sprintf("volume %s is %+v", vol.Name, vol.VolumeSource)
 				}
@@ -119,6 +124,31 @@ var podChecks = []podCheck{
 			return ""
 		},
 		func(j *batchv1.Job) { j.Spec.Template.Spec.Volumes[0].EmptyDir.SizeLimit = nil }},
+	{"the token is mounted read-only at the in-cluster path, only by the command",
+		func(v variant, j *batchv1.Job) string {
+			mounted := false
+			for _, c := range allContainers(j) {
+				for _, m := range c.VolumeMounts {
+					if m.Name != volumeToken && !strings.HasPrefix(m.MountPath, "/var/run/secrets") {
+						continue
+					}
+					if c.Name != ContainerCommand || m.Name != volumeToken || !m.ReadOnly || m.SubPath != "" ||
+						m.MountPath != "/var/run/secrets/kubernetes.io/serviceaccount" {
+						return fmt.Sprintf("container %s mounts %+v", c.Name, m)
+					}
+					mounted = true
+				}
+			}
+			if want := v.params.serviceAccountName() != ""; mounted != want {
+				return fmt.Sprintf("token mounted: %t, want %t", mounted, want)
+			}
+			return ""
+		},
+		func(j *batchv1.Job) {
+			spec := &j.Spec.Template.Spec
+			spec.InitContainers[0].VolumeMounts = append(spec.InitContainers[0].VolumeMounts,
+				corev1.VolumeMount{Name: volumeToken, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true})
+		}},
 	{"image volumes mounted read-only, only by the command",
 		func(_ variant, j *batchv1.Job) string {
 			for _, vol := range j.Spec.Template.Spec.Volumes {
@@ -381,4 +411,34 @@ func ptrString[T any](p *T) string {
 // semanticEqual compares objects holding resource quantities.
 func semanticEqual(a, b any) bool {
 	return equality.Semantic.DeepEqual(a, b)
+}
+
+// checkTokenVolume says what is wrong with the identity's volume: it must
+// hold a token bound to the pod that lives at least the API server's
+// minimum and longer than the Job, never the 3607 seconds the API server
+// extends to a year, with the CA bundle and the namespace.
+func checkTokenVolume(vol corev1.Volume, deadline int64) string {
+	var token, ca, ns bool
+	for _, src := range vol.Projected.Sources {
+		switch {
+		case src.ServiceAccountToken != nil:
+			exp := ptr.Deref(src.ServiceAccountToken.ExpirationSeconds, 0)
+			if exp < 600 || exp <= deadline || exp == 3607 || src.ServiceAccountToken.Audience != "" || src.ServiceAccountToken.Path != "token" {
+				return fmt.Sprintf("token projection %+v (expirationSeconds %d) for a deadline of %d", *src.ServiceAccountToken, exp, deadline)
+			}
+			token = true
+		case src.ConfigMap != nil && src.ConfigMap.Name == "kube-root-ca.crt" && len(src.ConfigMap.Items) == 1 &&
+			src.ConfigMap.Items[0] == corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"}:
+			ca = true
+		case src.DownwardAPI != nil && len(src.DownwardAPI.Items) == 1 && src.DownwardAPI.Items[0].Path == "namespace" &&
+			src.DownwardAPI.Items[0].FieldRef != nil && src.DownwardAPI.Items[0].FieldRef.FieldPath == "metadata.namespace":
+			ns = true
+		default:
+			return fmt.Sprintf("token volume projects %+v", src)
+		}
+	}
+	if !token || !ca || !ns {
+		return fmt.Sprintf("token volume holds token %t, ca.crt %t, namespace %t", token, ca, ns)
+	}
+	return ""
 }

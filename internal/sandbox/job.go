@@ -71,6 +71,13 @@ func podSpec(p Params, sb *skillsv1.Sandbox) corev1.PodSpec {
 		InitContainers: []corev1.Container{installRunnerContainer(p.RunnerImage)},
 		Containers:     []corev1.Container{commandContainer(p, sb)},
 	}
+	if sa := p.serviceAccountName(); sa != "" {
+		// The pod runs as the policy's identity, whose token only the
+		// command container mounts: automounting stays off, so the init
+		// containers never hold it.
+		spec.ServiceAccountName = sa
+		spec.Volumes = append(spec.Volumes, tokenVolume(TokenExpirationSeconds(ActiveDeadlineSeconds(p.timeout()))))
+	}
 	if sb.RuntimeClassName != nil && *sb.RuntimeClassName != "" {
 		spec.RuntimeClassName = ptr.To(*sb.RuntimeClassName)
 	}
@@ -190,12 +197,18 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeSkill, MountPath: SkillDir, ReadOnly: true})
 		env = append(env, corev1.EnvVar{Name: EnvSkillDir, Value: SkillDir})
 	}
+	command := RunnerCommand(p.timeout(), outputLimit(sb), PolicySnapshot(p), p.Run.Spec.Command)
+	if p.serviceAccountName() != "" {
+		mounts = append(mounts, tokenMount())
+		env = append(env, corev1.EnvVar{Name: EnvKubeconfig, Value: KubeconfigPath})
+		command = withRunnerFlag(command, "--kubeconfig="+KubeconfigPath)
+	}
 	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
 	return corev1.Container{
 		Name:                     ContainerCommand,
 		Image:                    image,
 		ImagePullPolicy:          corev1.PullIfNotPresent,
-		Command:                  RunnerCommand(p.timeout(), outputLimit(sb), PolicySnapshot(p), p.Run.Spec.Command),
+		Command:                  command,
 		WorkingDir:               TmpDir,
 		Env:                      env,
 		EnvFrom:                  envFromSecrets(sb.EnvFromSecrets),
@@ -238,6 +251,19 @@ func RunnerCommand(timeout time.Duration, outputLimitBytes int32, pol runner.Pol
 		"--policy=" + pol.Encode(),
 		"--", command,
 	}
+}
+
+// withRunnerFlag puts a flag of "runner run" before the "--" that ends them.
+func withRunnerFlag(command []string, flag string) []string {
+	out := make([]string, 0, len(command)+1)
+	for i, arg := range command {
+		if arg == "--" {
+			out = append(out, flag)
+			return append(out, command[i:]...)
+		}
+		out = append(out, arg)
+	}
+	return out
 }
 
 // PolicySnapshot is the policy the runner enforces for p.Run: the rules

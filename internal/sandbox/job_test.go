@@ -109,6 +109,21 @@ func variants() []variant {
 			wantTTL:      60,
 		},
 		{
+			name: "identity, skill in one shard",
+			params: Params{Run: testRun(), Policy: identityPolicy("cluster-reader", nil), Skill: testSkill("skill-pdf-tools"),
+				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute,
+				APIServer: []APIEndpoint{{IP: "10.0.0.1", Port: 6443}}},
+			wantDeadline: 60 + 5 + 30,
+			wantTTL:      300,
+		},
+		{
+			name: "identity and a long timeout",
+			params: Params{Run: testRun(), Policy: identityPolicy("cluster-reader", nil), Skill: testBundledSkill(""),
+				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: 3 * time.Hour},
+			wantDeadline: 3*3600 + 5 + 30,
+			wantTTL:      300,
+		},
+		{
 			name: "full sandbox, bundled skill",
 			params: Params{Run: testRun(), Policy: testPolicy(), Skill: testBundledSkill("IfNotPresent"),
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute},

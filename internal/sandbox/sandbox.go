@@ -6,8 +6,8 @@
 // # The Job
 //
 // The pod satisfies the Pod Security "restricted" profile: it runs as user
-// and group 65532 with runAsNonRoot, the RuntimeDefault seccomp profile, no
-// ServiceAccount token and no service links; every container has a
+// and group 65532 with runAsNonRoot, the RuntimeDefault seccomp profile,
+// automountServiceAccountToken false and no service links; every container has a
 // read-only root filesystem, no privilege escalation and every capability
 // dropped. The Job runs once (backoffLimit 0, restartPolicy Never), has a
 // deadline (see ActiveDeadlineSeconds) and is deleted ttlSecondsAfterFinished
@@ -55,12 +55,41 @@
 // and every redirection against it again as they run. The image needs no
 // shell of its own; /bin/sh is never used to read the command.
 //
+// # The identity
+//
+// Without spec.sandbox.serviceAccountName the pod names no ServiceAccount
+// and no container holds any token. With one, the pod runs as that
+// ServiceAccount (of the policy's namespace, chosen by whoever wrote the
+// policy, never by the agent), automounting stays off, and:
+//
+//   - volume "kube-api-access", projected: a token of the ServiceAccount
+//     bound to the pod (the API server refuses it once the pod is gone),
+//     living TokenExpirationSeconds (the Job's deadline plus TokenMargin, at
+//     least 600 s, never 3607 s, which the API server would extend to a
+//     year; the kubelet renews it at 80% of that), the cluster's CA bundle
+//     from the ConfigMap kube-root-ca.crt and the pod's namespace, as
+//     token, ca.crt and namespace;
+//   - the command container, and no init container, mounts it read-only at
+//     ServiceAccountDir, the standard in-cluster path, so client-go and
+//     kubectl find it;
+//   - the command container has KUBECONFIG=KubeconfigPath and the runner
+//     --kubeconfig=KubeconfigPath: before the command runs, the runner
+//     writes there a kubeconfig for the identity (the API server at
+//     $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, the mounted
+//     ca.crt, tokenFile pointing at the mounted token so renewals are
+//     read, the mounted namespace), for scripts that read the current
+//     context.
+//
 // # The NetworkPolicy
 //
 // It selects the run's pod by LabelCommandRun and allows no ingress. Egress
-// is denied unless the policy's sandbox.egress allows CIDRs (optionally only
-// on some TCP ports) or DNS. Create it before the Job so the pod never runs
-// unfenced.
+// is denied but for: with an identity, the API server's addresses
+// (Params.APIServer, read by APIServerEndpoints from the EndpointSlices of
+// the kubernetes Service) on their port, each address alone (/32, /128);
+// the CIDRs of the policy's sandbox.egress (optionally only on some TCP
+// ports); and, with egress dns, port 53 of the cluster DNS pods in
+// kube-system. A sandbox without identity and egress reaches nothing.
+// Create it before the Job so the pod never runs unfenced.
 package sandbox
 
 import (
@@ -189,6 +218,11 @@ type Params struct {
 	// Timeout is the command's timeout, already resolved (ResolveTimeout).
 	// Zero or less is resolved here, never taken as no timeout.
 	Timeout time.Duration
+	// APIServer are the addresses of the API server (APIServerEndpoints),
+	// which the NetworkPolicy opens when the policy names a ServiceAccount,
+	// and only then. A sandbox with an identity and no addresses reaches no
+	// API server: the controller refuses to run it.
+	APIServer []APIEndpoint
 }
 
 // ResolveTimeout returns the timeout of a run: the policy's sandbox timeout
