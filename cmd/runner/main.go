@@ -13,6 +13,12 @@
 //	    --result-file=/dev/termination-log \
 //	    --policy='{"defaultAction":"Ask","rules":[...],"approved":false}' -- 'COMMAND'
 //
+// In a sandbox whose policy names a ServiceAccount, run also gets
+// --kubeconfig=/tmp/.kube/config (the command's $KUBECONFIG): before the
+// command starts, the runner writes there a kubeconfig for the
+// ServiceAccount's token mounted in /var/run/secrets/kubernetes.io/serviceaccount
+// (see runner.WriteKubeconfig). Without a mounted token it writes nothing.
+//
 // --policy is the policy that judged the run (see runner.PolicySnapshot):
 // its rules and default action, the allowed-tools of the skill the run
 // serves and whether a person approved it. run refuses to start without
@@ -131,6 +137,7 @@ type runFlags struct {
 	resultFile  string
 	dir         string
 	policy      string
+	kubeconfig  string
 }
 
 // parseRunFlags parses the flags of "runner run" and returns them with the
@@ -149,6 +156,7 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, command string,
 	fs.StringVar(&f.resultFile, "result-file", "", "file that receives the result or its summary, e.g. /dev/termination-log")
 	fs.StringVar(&f.dir, "dir", "", "working directory of the command (default: the current one)")
 	fs.StringVar(&f.policy, "policy", "", "the policy that judged the run, as JSON (required)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "write a kubeconfig for the pod's ServiceAccount here before the command runs, when its token is mounted in "+runner.ServiceAccountDir)
 	if err := fs.Parse(args); err != nil {
 		return f, "", nil, err
 	}
@@ -188,6 +196,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 			Command:     command,
 			Policy:      f.policy,
 			Dir:         f.dir,
+			Kubeconfig:  f.kubeconfig,
 			Timeout:     f.timeout,
 			Grace:       f.grace,
 			OutputLimit: f.outputLimit,

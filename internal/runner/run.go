@@ -24,6 +24,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -87,6 +88,13 @@ type Options struct {
 	// OutputLimit is the number of bytes kept of each of stdout and stderr.
 	// Zero or less means DefaultOutputLimit.
 	OutputLimit int64
+	// Kubeconfig, when set, is where Run first writes a kubeconfig for the
+	// pod's ServiceAccount (WriteKubeconfig), when its token is mounted in
+	// ServiceAccountDir; the command finds it through $KUBECONFIG.
+	Kubeconfig string
+	// ServiceAccountDir is where the ServiceAccount's credentials are
+	// mounted. Empty means ServiceAccountDir.
+	ServiceAccountDir string
 	// Signals, when not nil, delivers signals the runner received. Each is
 	// forwarded to the command's process group; the first one also stops
 	// the command as a timeout would, and the result reports it.
@@ -101,7 +109,27 @@ func (o Options) withDefaults() Options {
 	if o.OutputLimit <= 0 {
 		o.OutputLimit = DefaultOutputLimit
 	}
+	if o.ServiceAccountDir == "" {
+		o.ServiceAccountDir = ServiceAccountDir
+	}
 	return o
+}
+
+// getenvFrom looks variables up in env, or in the runner's own environment
+// when env is nil, as the command will see them.
+func getenvFrom(env []string) func(string) string {
+	if env == nil {
+		return os.Getenv
+	}
+	return func(key string) string {
+		v := ""
+		for _, kv := range env {
+			if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+				v = val
+			}
+		}
+		return v
+	}
 }
 
 // stopReason records why the runner stopped the command, if it did.
@@ -143,6 +171,11 @@ func Run(opts Options) *Result {
 	}
 	if o.Dir != "" {
 		if err := checkDir(o.Dir); err != nil {
+			return failed(res, ExitRunnerFailure, err)
+		}
+	}
+	if o.Kubeconfig != "" {
+		if _, err := WriteKubeconfig(o.Kubeconfig, o.ServiceAccountDir, getenvFrom(o.Env)); err != nil {
 			return failed(res, ExitRunnerFailure, err)
 		}
 	}
