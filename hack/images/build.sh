@@ -9,11 +9,17 @@
 #   OUT_DIR/toolbox.tar      docker.io/kubeskills/toolbox:dev
 #   OUT_DIR/pause.tar        docker.io/kubeskills/pause:dev
 #   OUT_DIR/modelserver.tar  docker.io/kubeskills/modelserver:dev
+#   OUT_DIR/coredns.tar      docker.io/kubeskills/coredns:dev
 #
-# The static binaries go to OUT_DIR/bin. Go leaves binaries that are up to
-# date alone and the image tool leaves tarballs that already hold the same
-# image alone, so a run with nothing changed takes seconds. The toolbox
-# image needs Debian's busybox-static (/bin/busybox; BUSYBOX overrides).
+# The static binaries go to OUT_DIR/bin; kubectl (the cluster's version),
+# gojq and CoreDNS come from hack/build-k8s.sh and hack/build-addons.sh,
+# cached outside the checkout. Go leaves binaries that are up to date alone
+# and the image tool leaves tarballs that already hold the same image alone,
+# so a run with nothing changed takes seconds. The toolbox also takes the
+# host's busybox, bash and curl and the CA bundle (Debian's busybox-static,
+# bash, curl and ca-certificates; BUSYBOX, BASH_BIN, CURL override): every
+# binary is checked, and a dynamic one brings its libraries, or the build
+# fails saying what to install.
 set -euo pipefail
 
 if [ $# -ne 1 ]; then
@@ -31,4 +37,8 @@ flags=(-trimpath -buildvcs=false -ldflags "-s -w")
 cd "$root/hack/images"
 go build "${flags[@]}" -o "$out/bin/" ./pause
 go build -o "$out/tools/images" .
-"$out/tools/images" -bin "$out/bin" -out "$out" -busybox "${BUSYBOX:-/bin/busybox}"
+k8s=$("$root/hack/build-k8s.sh" kubectl)
+addons=$("$root/hack/build-addons.sh" gojq coredns)
+"$out/tools/images" -bin "$out/bin" -out "$out" -busybox "${BUSYBOX:-/bin/busybox}" \
+	-bash "${BASH_BIN:-/bin/bash}" -curl "${CURL:-/usr/bin/curl}" \
+	-kubectl "$k8s/kubectl" -jq "$addons/gojq" -coredns "$addons/coredns"

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -27,12 +28,15 @@ const (
 	// KubeskillsImage holds every kubeskills binary, like the Dockerfile's
 	// image.
 	KubeskillsImage = "docker.io/kubeskills/kubeskills:dev"
-	// ToolboxImage is the sandbox image commands run in: busybox.
+	// ToolboxImage is the sandbox image commands run in: busybox, bash,
+	// curl, jq and kubectl.
 	ToolboxImage = "docker.io/kubeskills/toolbox:dev"
 	// PauseImage is containerd's sandbox (pause) image.
 	PauseImage = "docker.io/kubeskills/pause:dev"
 	// ModelServerImage serves a scripted OpenAI-compatible model.
 	ModelServerImage = "docker.io/kubeskills/modelserver:dev"
+	// CoreDNSImage is the local cluster's DNS.
+	CoreDNSImage = "docker.io/kubeskills/coredns:dev"
 )
 
 // Users of the images.
@@ -50,6 +54,36 @@ var kubeskillsBinaries = []string{"manager", "agent", "runner", "kubectl-skills"
 
 const envPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
+// caBundle is where Debian's ca-certificates keeps the bundle, and where
+// curl (Debian's and most others) and Go's crypto/x509 look for it.
+const caBundle = "/etc/ssl/certs/ca-certificates.crt"
+
+// staticAdvice is what to do about a kubeskills binary that cannot go into
+// an image.
+const staticAdvice = "build it static, with CGO_ENABLED=0, as hack/images/build.sh does"
+
+// inputs are the host files the images are made from.
+type inputs struct {
+	// bin holds the static binaries manager, agent, runner,
+	// kubectl-skills, modelserver and pause.
+	bin string
+	// busybox gives the toolbox its small tools and /bin/sh.
+	busybox string
+	// The toolbox's other programs. bash and curl are Debian's and come
+	// with their shared libraries: curl needs glibc, OpenSSL and a dozen
+	// more libraries in any Debian build (there is no static curl
+	// package), and a bash-static beside them would save nothing but
+	// libtinfo while being a second libc to keep patched. kubectl and jq
+	// (gojq) are static Go builds.
+	bash, curl, kubectl, jq string
+	// coredns is the static CoreDNS binary of the coredns image.
+	coredns string
+	// caCerts is the host's CA bundle (Debian's ca-certificates).
+	caCerts string
+	// libDirs are the host folders shared libraries are taken from.
+	libDirs []string
+}
+
 // spec is one image and the file it is written to.
 type spec struct {
 	// file is the tarball's name in the output folder.
@@ -64,22 +98,34 @@ type spec struct {
 	config v1.Config
 }
 
-// specs returns the images made from the binaries in binDir (manager,
-// agent, runner, kubectl-skills, modelserver, pause) and the busybox binary.
-func specs(binDir, busybox string) ([]spec, error) {
+// specs returns the images made from in. Every binary is checked first
+// (see runtimeFiles): specs fails, saying what to install, rather than
+// describe an image that cannot run.
+func specs(in inputs) ([]spec, error) {
 	base := baseLayer()
 	bins := newLayer()
 	for _, b := range kubeskillsBinaries {
-		bins.copy("usr/local/bin/"+b, 0o755, filepath.Join(binDir, b))
+		if err := bins.addPrograms(in.libDirs, program{"usr/local/bin/" + b, filepath.Join(in.bin, b), staticAdvice}); err != nil {
+			return nil, err
+		}
 	}
-	box, err := busyboxLayer(busybox)
+	box, tools, err := toolboxLayers(in)
 	if err != nil {
 		return nil, err
 	}
-	pause := newLayer()
-	pause.copy("pause", 0o755, filepath.Join(binDir, "pause"))
-	model := newLayer()
-	model.copy("usr/local/bin/modelserver", 0o755, filepath.Join(binDir, "modelserver"))
+	pause, model, dns := newLayer(), newLayer(), newLayer()
+	for _, c := range []struct {
+		l *layer
+		p program
+	}{
+		{pause, program{"pause", filepath.Join(in.bin, "pause"), staticAdvice}},
+		{model, program{"usr/local/bin/modelserver", filepath.Join(in.bin, "modelserver"), staticAdvice}},
+		{dns, program{"usr/local/bin/coredns", in.coredns, "build it with hack/build-addons.sh coredns"}},
+	} {
+		if err := c.l.addPrograms(in.libDirs, c.p); err != nil {
+			return nil, err
+		}
+	}
 
 	user := fmt.Sprintf("%d:%d", nonroot, nonroot)
 	return []spec{
@@ -90,7 +136,7 @@ func specs(binDir, busybox string) ([]spec, error) {
 		},
 		{
 			file: "toolbox.tar", ref: ToolboxImage,
-			layers: []*layer{base, box}, history: []string{"base", "busybox"},
+			layers: []*layer{base, box, tools}, history: []string{"base", "busybox", "bash curl jq kubectl, CA certificates"},
 			config: v1.Config{User: user, Cmd: []string{"/bin/sh"}, Env: []string{envPath}, WorkingDir: "/tmp"},
 		},
 		{
@@ -106,7 +152,39 @@ func specs(binDir, busybox string) ([]spec, error) {
 				ExposedPorts: map[string]struct{}{"8080/tcp": {}},
 			},
 		},
+		{
+			// The Corefile comes from a ConfigMap; CoreDNS listens on an
+			// unprivileged port, so it runs as nonroot without capabilities.
+			file: "coredns.tar", ref: CoreDNSImage,
+			layers: []*layer{base, dns}, history: []string{"base", "coredns"},
+			config: v1.Config{User: user, Entrypoint: []string{"/usr/local/bin/coredns"}, Env: []string{envPath}, WorkingDir: "/"},
+		},
 	}, nil
+}
+
+// toolboxLayers returns the toolbox's layers above the base: busybox, then
+// bash, curl, jq, kubectl with what they need to run, and the CA bundle.
+func toolboxLayers(in inputs) (*layer, *layer, error) {
+	progs := []program{
+		{"bin/bash", in.bash, "install Debian's bash"},
+		{"bin/curl", in.curl, "install Debian's curl"},
+		{"bin/jq", in.jq, "build gojq with hack/build-addons.sh gojq"},
+		{"bin/kubectl", in.kubectl, "build kubectl with hack/build-k8s.sh kubectl"},
+	}
+	own := map[string]bool{}
+	for _, p := range progs {
+		own[path.Base(p.path)] = true
+	}
+	box, err := busyboxLayer(in.busybox, in.libDirs, own)
+	if err != nil {
+		return nil, nil, err
+	}
+	tools := newLayer()
+	if err := tools.addPrograms(in.libDirs, progs...); err != nil {
+		return nil, nil, err
+	}
+	tools.copy(strings.TrimPrefix(caBundle, "/"), 0o644, in.caCerts)
+	return box, tools, nil
 }
 
 // baseLayer is the layer every image starts from: users and groups with
@@ -124,10 +202,17 @@ func baseLayer() *layer {
 	return l
 }
 
-// busyboxLayer holds busybox at /bin/busybox and a symlink in /bin for each
-// applet it lists; /usr/bin links to /bin, so scripts starting with
-// "#!/usr/bin/env sh" run.
-func busyboxLayer(busybox string) (*layer, error) {
+// busyboxLayer holds busybox at /bin/busybox (with its libraries, if it is
+// dynamic) and a symlink in /bin for each applet it lists but those in
+// skip; /usr/bin links to /bin, so scripts starting with
+// "#!/usr/bin/env bash" run. busybox is checked before it is run to list
+// its applets.
+func busyboxLayer(busybox string, libDirs []string, skip map[string]bool) (*layer, error) {
+	l := newLayer()
+	if err := l.addPrograms(libDirs, program{"bin/busybox", busybox,
+		"install busybox-static (apt-get install busybox-static), or pass a static busybox"}); err != nil {
+		return nil, err
+	}
 	out, err := exec.Command(busybox, "--list").Output()
 	if err != nil {
 		var exit *exec.ExitError
@@ -136,11 +221,9 @@ func busyboxLayer(busybox string) (*layer, error) {
 		}
 		return nil, fmt.Errorf("failed to list the applets of %s: %w", busybox, err)
 	}
-	l := newLayer()
-	l.copy("bin/busybox", 0o755, busybox)
 	applets := 0
 	for _, a := range strings.Fields(string(out)) {
-		if a == "busybox" || strings.Contains(a, "/") {
+		if a == "busybox" || strings.Contains(a, "/") || skip[a] {
 			continue
 		}
 		l.symlink("bin/"+a, "busybox")

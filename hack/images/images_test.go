@@ -3,9 +3,12 @@ package main
 import (
 	"archive/tar"
 	"bytes"
-	"io"
+	"debug/elf"
+	"encoding/binary"
+		"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -16,28 +19,56 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// dummies writes a dummy of each binary the images take, and a dummy
-// busybox that lists a few applets, and returns the bin folder and the
-// busybox.
-func dummies(t *testing.T) (string, string) {
+// writeStaticELF writes an ELF executable for this machine without an
+// interpreter (what a static binary is to the image build), followed by
+// payload.
+func writeStaticELF(t *testing.T, p, payload string) {
 	t.Helper()
-	bin := t.TempDir()
-	for _, b := range append(slices.Clone(kubeskillsBinaries), "modelserver", "pause") {
-		if err := os.WriteFile(filepath.Join(bin, b), []byte("binary "+b+"\n"), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	machine := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	hdr := elf.Header64{
+		Type: uint16(elf.ET_EXEC), Machine: uint16(machine), Version: uint32(elf.EV_CURRENT),
+		Ehsize: 64, Phentsize: 56, Shentsize: 64,
 	}
-	busybox := filepath.Join(t.TempDir(), "busybox")
-	script := "#!/bin/sh\n[ \"$1\" = --list ] || exit 1\nprintf '[\\n[[\\nbusybox\\ncat\\nsh\\nwget\\n'\n"
-	if err := os.WriteFile(busybox, []byte(script), 0o755); err != nil {
+	copy(hdr.Ident[:], elf.ELFMAG)
+	hdr.Ident[elf.EI_CLASS] = byte(elf.ELFCLASS64)
+	hdr.Ident[elf.EI_DATA] = byte(elf.ELFDATA2LSB)
+	hdr.Ident[elf.EI_VERSION] = byte(elf.EV_CURRENT)
+	var b bytes.Buffer
+	if err := binary.Write(&b, binary.LittleEndian, hdr); err != nil {
 		t.Fatal(err)
 	}
-	return bin, busybox
+	b.WriteString(payload)
+	if err := os.WriteFile(p, b.Bytes(), 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
-func buildAll(t *testing.T, bin, busybox, out string) map[string]result {
+// dummies returns inputs with a static dummy of each binary the images
+// take, the host's busybox (Debian's busybox-static: the build runs it to
+// list its applets) and a dummy CA bundle.
+func dummies(t *testing.T) inputs {
 	t.Helper()
-	images, err := specs(bin, busybox)
+	bin, tools := t.TempDir(), t.TempDir()
+	for _, b := range append(slices.Clone(kubeskillsBinaries), "modelserver", "pause") {
+		writeStaticELF(t, filepath.Join(bin, b), "binary "+b+"\n")
+	}
+	in := inputs{
+		bin: bin, busybox: "/bin/busybox", libDirs: systemLibDirs(), caCerts: filepath.Join(tools, "ca.crt"),
+		bash: filepath.Join(tools, "bash"), curl: filepath.Join(tools, "curl"), kubectl: filepath.Join(tools, "kubectl"),
+		jq: filepath.Join(tools, "gojq"), coredns: filepath.Join(tools, "coredns"),
+	}
+	for _, p := range []string{in.bash, in.curl, in.kubectl, in.jq, in.coredns} {
+		writeStaticELF(t, p, "binary "+filepath.Base(p)+"\n")
+	}
+	if err := os.WriteFile(in.caCerts, []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func buildAll(t *testing.T, in inputs, out string) map[string]result {
+	t.Helper()
+	images, err := specs(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +127,9 @@ func load(t *testing.T, p, ref string) (v1.Image, *v1.ConfigFile, map[string]fil
 }
 
 func TestImages(t *testing.T) {
-	bin, busybox := dummies(t)
+	in := dummies(t)
 	out := t.TempDir()
-	results := buildAll(t, bin, busybox, out)
+	results := buildAll(t, in, out)
 
 	for _, c := range []struct {
 		ref, file, user string
@@ -109,10 +140,15 @@ func TestImages(t *testing.T) {
 			"/usr/local/bin/manager": "manager", "/usr/local/bin/agent": "agent",
 			"/usr/local/bin/runner": "runner", "/usr/local/bin/kubectl-skills": "kubectl-skills",
 		}},
-		{ToolboxImage, "toolbox.tar", "65532:65532", nil, map[string]string{}},
+		{ToolboxImage, "toolbox.tar", "65532:65532", nil, map[string]string{
+			"/bin/bash": "bash", "/bin/curl": "curl", "/bin/jq": "gojq", "/bin/kubectl": "kubectl",
+		}},
 		{PauseImage, "pause.tar", "65535:65535", []string{"/pause"}, map[string]string{"/pause": "pause"}},
 		{ModelServerImage, "modelserver.tar", "65532:65532", []string{"/usr/local/bin/modelserver"}, map[string]string{
 			"/usr/local/bin/modelserver": "modelserver",
+		}},
+		{CoreDNSImage, "coredns.tar", "65532:65532", []string{"/usr/local/bin/coredns"}, map[string]string{
+			"/usr/local/bin/coredns": "coredns",
 		}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
@@ -129,7 +165,7 @@ func TestImages(t *testing.T) {
 			}
 			for p, b := range c.binaries {
 				f, ok := files[p]
-				if !ok || f.data != "binary "+b+"\n" || f.hdr.Mode != 0o755 || f.hdr.Uid != 0 {
+				if !ok || !strings.HasSuffix(f.data, "\x00binary "+b+"\n") || f.hdr.Mode != 0o755 || f.hdr.Uid != 0 {
 					t.Errorf("%s: %+v", p, f)
 				}
 			}
@@ -154,13 +190,26 @@ func TestImages(t *testing.T) {
 	}
 
 	_, cf, files := load(t, results[ToolboxImage].path, ToolboxImage)
-	if f := files["/bin/busybox"]; f.hdr == nil || f.hdr.Typeflag != tar.TypeReg || f.hdr.Mode != 0o755 || !strings.HasPrefix(f.data, "#!/bin/sh") {
+	busybox, err := os.ReadFile(in.busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := files["/bin/busybox"]; f.hdr == nil || f.hdr.Typeflag != tar.TypeReg || f.hdr.Mode != 0o755 || f.data != string(busybox) {
 		t.Errorf("/bin/busybox: %+v", f.hdr)
 	}
+	// The busybox applets, but not those the toolbox has programs for.
 	for _, applet := range []string{"sh", "wget", "cat", "[", "[["} {
 		if f := files["/bin/"+applet]; f.hdr == nil || f.hdr.Typeflag != tar.TypeSymlink || f.hdr.Linkname != "busybox" {
 			t.Errorf("/bin/%s: %+v", applet, f.hdr)
 		}
+	}
+	for _, p := range []string{"/bin/bash", "/bin/curl", "/bin/jq", "/bin/kubectl"} {
+		if f := files[p]; f.hdr == nil || f.hdr.Typeflag != tar.TypeReg {
+			t.Errorf("%s: %+v", p, f.hdr)
+		}
+	}
+	if f := files[caBundle]; f.hdr == nil || f.hdr.Mode != 0o644 || f.data != "-----BEGIN CERTIFICATE-----\n" {
+		t.Errorf("%s: %+v", caBundle, f)
 	}
 	if f := files["/usr/bin"]; f.hdr == nil || f.hdr.Typeflag != tar.TypeSymlink || f.hdr.Linkname != "../bin" {
 		t.Errorf("/usr/bin: %+v", f.hdr)
@@ -174,10 +223,10 @@ func TestImages(t *testing.T) {
 // for byte; a tarball holding its image is left alone, and only the images
 // of a changed binary are written again.
 func TestImagesAreReproducible(t *testing.T) {
-	bin, busybox := dummies(t)
+	in := dummies(t)
 	first, second := t.TempDir(), t.TempDir()
-	a := buildAll(t, bin, busybox, first)
-	b := buildAll(t, bin, busybox, second)
+	a := buildAll(t, in, first)
+	b := buildAll(t, in, second)
 	for ref, res := range a {
 		x, err := os.ReadFile(res.path)
 		if err != nil {
@@ -192,41 +241,31 @@ func TestImagesAreReproducible(t *testing.T) {
 		}
 	}
 
-	for ref, res := range buildAll(t, bin, busybox, first) {
+	for ref, res := range buildAll(t, in, first) {
 		if res.written || res.id != a[ref].id {
 			t.Errorf("%s: rebuilt with nothing changed: %+v", ref, res)
 		}
 	}
 
-	if err := os.WriteFile(filepath.Join(bin, "runner"), []byte("binary runner v2\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for ref, res := range buildAll(t, bin, busybox, first) {
+	writeStaticELF(t, filepath.Join(in.bin, "runner"), "binary runner v2\n")
+	for ref, res := range buildAll(t, in, first) {
 		if changed := ref == KubeskillsImage; res.written != changed || (res.id != a[ref].id) != changed {
 			t.Errorf("%s after the runner changed: %+v", ref, res)
 		}
 	}
 	_, _, files := load(t, filepath.Join(first, "kubeskills.tar"), KubeskillsImage)
-	if got := files["/usr/local/bin/runner"].data; got != "binary runner v2\n" {
+	if got := files["/usr/local/bin/runner"].data; !strings.HasSuffix(got, "\x00binary runner v2\n") {
 		t.Fatalf("runner = %q", got)
 	}
 }
 
 // TestMissingBinary: a missing binary fails the build and names the file.
 func TestMissingBinary(t *testing.T) {
-	bin, busybox := dummies(t)
-	if err := os.Remove(filepath.Join(bin, "agent")); err != nil {
+	in := dummies(t)
+	if err := os.Remove(filepath.Join(in.bin, "agent")); err != nil {
 		t.Fatal(err)
 	}
-	images, err := specs(bin, busybox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := t.TempDir()
-	if _, err := images[0].build(out); err == nil || !strings.Contains(err.Error(), "/usr/local/bin/agent") {
+	if _, err := specs(in); err == nil || !strings.Contains(err.Error(), "/usr/local/bin/agent") {
 		t.Fatalf("err = %v", err)
-	}
-	if entries, _ := os.ReadDir(out); len(entries) != 0 {
-		t.Fatalf("left %v behind", entries)
 	}
 }

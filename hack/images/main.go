@@ -6,13 +6,19 @@
 //	go run . -bin BIN_DIR -out OUT_DIR
 //
 // BIN_DIR holds static binaries: manager, agent, runner, kubectl-skills,
-// modelserver and pause (see build.sh, which builds them and runs this).
-// The images, with fully normalized names:
+// modelserver and pause (see build.sh, which builds them and the tools and
+// runs this). The images, with fully normalized names:
 //
 //	kubeskills.tar   docker.io/kubeskills/kubeskills:dev   the four kubeskills binaries in /usr/local/bin, entrypoint manager
-//	toolbox.tar      docker.io/kubeskills/toolbox:dev      busybox and its applets in /bin, the sandbox image
+//	toolbox.tar      docker.io/kubeskills/toolbox:dev      the sandbox image: busybox and its applets, bash, curl, jq, kubectl in /bin, CA certificates
 //	pause.tar        docker.io/kubeskills/pause:dev        /pause, containerd's sandbox image
 //	modelserver.tar  docker.io/kubeskills/modelserver:dev  the scripted model server, entrypoint modelserver
+//	coredns.tar      docker.io/kubeskills/coredns:dev      the local cluster's DNS, entrypoint coredns
+//
+// Every binary is read as ELF before it goes into an image: a static one
+// goes alone; a dynamic one brings its interpreter and the libraries it
+// needs, found in the loader's system folders, or the build fails saying
+// what to install. No image is written that cannot run.
 //
 // Every file has a fixed time and owner, so the same binaries make the same
 // images; a tarball that already holds the image is left alone. The
@@ -26,25 +32,33 @@ import (
 )
 
 func main() {
+	var in inputs
 	out := flag.String("out", "", "folder the tarballs are written to")
-	bin := flag.String("bin", "", "folder holding the static binaries manager, agent, runner, kubectl-skills, modelserver and pause")
-	busybox := flag.String("busybox", "/bin/busybox", "a static busybox (Debian's busybox-static)")
+	flag.StringVar(&in.bin, "bin", "", "folder holding the static binaries manager, agent, runner, kubectl-skills, modelserver and pause")
+	flag.StringVar(&in.busybox, "busybox", "/bin/busybox", "busybox (Debian's busybox-static)")
+	flag.StringVar(&in.bash, "bash", "/bin/bash", "bash, with its libraries")
+	flag.StringVar(&in.curl, "curl", "/usr/bin/curl", "curl, with its libraries")
+	flag.StringVar(&in.kubectl, "kubectl", "", "kubectl, the cluster's version (hack/build-k8s.sh kubectl)")
+	flag.StringVar(&in.jq, "jq", "", "gojq (hack/build-addons.sh gojq)")
+	flag.StringVar(&in.coredns, "coredns", "", "CoreDNS (hack/build-addons.sh coredns)")
+	flag.StringVar(&in.caCerts, "ca-certificates", caBundle, "the CA bundle (Debian's ca-certificates)")
 	flag.Parse()
-	if *out == "" || *bin == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: go run . -bin BIN_DIR -out OUT_DIR [-busybox /bin/busybox]")
+	if *out == "" || in.bin == "" || in.kubectl == "" || in.jq == "" || in.coredns == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: go run . -bin BIN_DIR -out OUT_DIR -kubectl KUBECTL -jq GOJQ -coredns COREDNS [-busybox /bin/busybox] [-bash /bin/bash] [-curl /usr/bin/curl]")
 		os.Exit(2)
 	}
-	if err := run(*out, *bin, *busybox); err != nil {
+	in.libDirs = systemLibDirs()
+	if err := run(*out, in); err != nil {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, bin, busybox string) error {
+func run(out string, in inputs) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	images, err := specs(bin, busybox)
+	images, err := specs(in)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the cluster add-ons and the toolbox's Go tools from the Go module
+# proxy, at the versions pinned below, and links them into bin/addons/:
+#
+#   hack/build-addons.sh [tool...]   (default: all; prints bin/addons)
+#
+#   gojq          the toolbox's jq (installed as /bin/jq)
+#   kube-router   the local cluster's NetworkPolicy enforcer (firewall only)
+#   coredns       the local cluster's DNS
+#
+# `go install MODULE@VERSION` builds each module from its own go.mod and
+# go.sum, checked against the checksum database, so a version names exactly
+# one build (it refuses modules whose go.mod has replace directives, and none
+# of these has). Binaries are static (CGO_ENABLED=0) and cached outside the
+# checkout, keyed by version, like hack/build-k8s.sh: $KUBESKILLS_CACHE, else
+# ${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills. A second run does nothing.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${KUBESKILLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills}
+
+# gojq v0.12.20 needs a go-yaml pseudo-version the proxy does not serve.
+gojq_pkg=github.com/itchyny/gojq/cmd/gojq@v0.12.19
+# v2.1.0 is the only kube-router v2 release on the proxy. Its advisory
+# GHSA-phqm-jgc3-qf8g is in the service proxy (IPVS), which firewall-only
+# mode (--run-service-proxy=false) never starts.
+kube_router_pkg=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v2.1.0
+coredns_pkg=github.com/coredns/coredns@v1.14.7
+
+ensure() { # ensure TOOL PACKAGE@VERSION: build into the cache if missing, link into bin/addons
+  local tool=$1 pkg=$2 version=${2##*@} bin
+  bin=$(basename "${2%@*}")
+  local dir="$cache/$tool/$version"
+  if [ ! -x "$dir/$bin" ]; then
+    echo "building $tool $version into $dir" >&2
+    local start=$SECONDS
+    mkdir -p "$dir.tmp"
+    # One set of flags for every build: changing them invalidates Go's cache.
+    (cd "$cache" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$dir.tmp" \
+      go install -trimpath -ldflags "-s -w" "$pkg")
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    echo "built $tool $version in $((SECONDS - start))s" >&2
+  fi
+  mkdir -p "$root/bin/addons"
+  ln -sfn "$dir/$bin" "$root/bin/addons/$bin"
+}
+
+mkdir -p "$cache"
+exec 9>"$cache/.build-addons.lock"
+flock 9
+
+tools=("$@")
+[ ${#tools[@]} -gt 0 ] || tools=(gojq kube-router coredns)
+for t in "${tools[@]}"; do
+  case $t in
+    gojq) ensure gojq "$gojq_pkg" ;;
+    kube-router) ensure kube-router "$kube_router_pkg" ;;
+    coredns) ensure coredns "$coredns_pkg" ;;
+    *) echo "unknown tool: $t" >&2; exit 2 ;;
+  esac
+done
+echo "$root/bin/addons"
