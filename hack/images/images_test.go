@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
-		"io"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
