@@ -30,10 +30,12 @@ kubectl apply -f hack/demo/model.yaml >/dev/null
 kubectl rollout status deployment/demo-model --timeout=2m >/dev/null
 model_ip=$(kubectl get service demo-model -o jsonpath='{.spec.clusterIP}')
 
+say "creating the sandbox identity sandbox-viewer (reads the cluster, changes nothing)"
+kubectl apply -n default -f config/samples/sandbox-identity.yaml >/dev/null
+
 say "installing the sample agent 'ops' with its Helm chart"
-helm upgrade --install ops charts/agent -n default \
-  --set model.baseURL="http://$model_ip:8080/v1" --set model.name=demo \
-  --set policy.sandbox.image=$toolbox >/dev/null
+helm upgrade --install ops charts/agent -n default -f hack/demo/agent-values.yaml \
+  --set model.baseURL="http://$model_ip:8080/v1" --set policy.sandbox.image=$toolbox >/dev/null
 kubectl wait --for=condition=Ready agent/ops --timeout=3m >/dev/null
 kubectl rollout status deployment/agent-ops --timeout=3m >/dev/null
 say "ready in $((SECONDS - start))s"
@@ -48,8 +50,9 @@ kubeskills runs on a local single-node cluster. In this shell:
   kubectl get skills,agents,commandpolicies     # the samples, Ready
   kubectl describe agent ops                    # the skills it uses, and why
 
-Chat with the agent (the model is scripted: it loads a skill and asks to
-run 'uptime', which the policy leaves to a person):
+Chat with the agent. The model is scripted: it loads cluster-health and runs
+'kubectl get nodes -o wide' and the skill's snapshot script in sandboxes, as
+the read-only identity sandbox-viewer; the answer carries their output:
 
   kubectl port-forward svc/agent-ops 8080:80 &
   TOKEN=\$(kubectl get secret ops-token -o jsonpath='{.data.token}' | base64 -d)
@@ -57,7 +60,7 @@ run 'uptime', which the policy leaves to a person):
     -H 'Content-Type: application/json' \\
     -d '{"model":"ops","messages":[{"role":"user","content":"Is the cluster healthy?"}]}'
 
-While it waits (30 s), approve the command from another shell:
+Commands the policy leaves to a person wait for one (30 s in a chat):
 
   kubectl skills list --pending
   kubectl skills approve NAME
