@@ -183,7 +183,8 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) erro
 	if err != nil {
 		return err
 	}
-	setAgentStatus(a, agentStatus{selection: sel, revision: revision, tokenSecret: token, deployment: current, warnings: warnings})
+	setAgentStatus(a, agentStatus{selection: sel, revision: revision, tokenSecret: token, deployment: current, warnings: warnings,
+		identity: agentIdentity(ctx, r.Client, a)})
 	return nil
 }
 

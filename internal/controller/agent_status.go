@@ -23,6 +23,9 @@ type agentStatus struct {
 	tokenSecret string
 	deployment  *appsv1.Deployment
 	warnings    []string
+	// identity is the ServiceAccount the agent's commands run with, from
+	// its policy; "" for none.
+	identity string
 }
 
 // setAgentStatus records a pass that applied everything: Ready once the
@@ -36,6 +39,7 @@ func setAgentStatus(a *skillsv1.Agent, s agentStatus) {
 	st.ExcludedSkills = s.selection.excluded
 	st.Endpoint = fmt.Sprintf("http://%s.%s.svc", agentObjectName(a.Name), a.Namespace)
 	st.TokenSecretName = s.tokenSecret
+	st.SandboxServiceAccountName = s.identity
 	st.ReadyReplicas = s.deployment.Status.ReadyReplicas
 	st.Warnings = s.warnings
 	want := ptr.Deref(s.deployment.Spec.Replicas, 1)

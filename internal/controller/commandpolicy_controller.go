@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,11 +19,24 @@ import (
 	"github.com/kubeskills/kubeskills/internal/policyapi"
 )
 
-// CommandPolicyReconciler checks that each CommandPolicy compiles and that
-// its examples get the actions they expect.
+// ServiceAccountNotFoundReason: the ServiceAccount a CommandPolicy names
+// (spec.sandbox.serviceAccountName) does not exist, so commands judged
+// under it cannot run.
+const ServiceAccountNotFoundReason = "ServiceAccountNotFound"
+
+// serviceAccountRecheck is how often a policy whose ServiceAccount is
+// missing looks for it again: ServiceAccounts are not watched.
+const serviceAccountRecheck = 15 * time.Second
+
+// CommandPolicyReconciler checks that each CommandPolicy compiles, that
+// its examples get the actions they expect, and that the ServiceAccount it
+// names exists.
 type CommandPolicyReconciler struct {
 	client.Client
-	Recorder recorder.EventRecorder
+	// APIReader reads ServiceAccounts without a cache, so the operator
+	// needs only get on them, not list and watch.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandpolicies,verbs=get;list;watch
@@ -33,7 +49,10 @@ func (r *CommandPolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile judges a policy's rules and examples and writes its status.
+// Reconcile judges a policy's rules and examples, looks for the
+// ServiceAccount it names, and writes its status: Ready, or Stalled with
+// ValidationFailed (a rule or an example is wrong) or
+// ServiceAccountNotFound (looked for again every serviceAccountRecheck).
 func (r *CommandPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &skillsv1.CommandPolicy{}
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
@@ -43,18 +62,82 @@ func (r *CommandPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	st := &obj.Status
 	st.ObservedGeneration = obj.Generation
 	st.RuleCount = int32(len(obj.Spec.Rules))
-	if _, err := policyapi.Compile(obj); err != nil {
+	var result ctrl.Result
+	missing, err := r.missingServiceAccount(ctx, obj)
+	switch _, compileErr := policyapi.Compile(obj); {
+	case err != nil:
+		return ctrl.Result{}, err
+	case compileErr != nil:
 		// A bad rule or a failing example is the author's to fix.
-		markStalled(&st.Conditions, obj.Generation, skillsv1.ValidationFailedReason, policyMessage(err))
-	} else {
-		markReady(&st.Conditions, obj.Generation, fmt.Sprintf("%d %s, default %s; %d %s pass",
+		markStalled(&st.Conditions, obj.Generation, skillsv1.ValidationFailedReason, policyMessage(compileErr))
+	case missing != "":
+		markStalled(&st.Conditions, obj.Generation, ServiceAccountNotFoundReason, missing)
+		result.RequeueAfter = serviceAccountRecheck
+	default:
+		markReady(&st.Conditions, obj.Generation, fmt.Sprintf("%d %s, default %s; %d %s pass%s",
 			len(obj.Spec.Rules), plural(len(obj.Spec.Rules), "rule", "rules"), defaultAction(obj),
-			len(obj.Spec.Examples), plural(len(obj.Spec.Examples), "example", "examples")))
+			len(obj.Spec.Examples), plural(len(obj.Spec.Examples), "example", "examples"), identityNote(obj)))
 	}
 	if stalled, changed := becameStalled(before.Status.Conditions, st.Conditions); changed {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, stalled.Reason, "Validate", "%s", eventNote(stalled.Message))
 	}
-	return ctrl.Result{}, patchStatus(ctx, r.Client, before, obj, before.Status, obj.Status)
+	return result, patchStatus(ctx, r.Client, before, obj, before.Status, obj.Status)
+}
+
+// missingServiceAccount says why the ServiceAccount the policy names cannot
+// be used, "" when it names none or it exists.
+func (r *CommandPolicyReconciler) missingServiceAccount(ctx context.Context, obj *skillsv1.CommandPolicy) (string, error) {
+	name := policyServiceAccount(obj)
+	if name == "" {
+		return "", nil
+	}
+	sa := &corev1.ServiceAccount{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: name}, sa)
+	switch {
+	case apierrors.IsNotFound(err):
+		return serviceAccountNotFound(obj), nil
+	case err != nil:
+		return "", fmt.Errorf("failed to get ServiceAccount %s/%s: %w", obj.Namespace, name, err)
+	}
+	return "", nil
+}
+
+// serviceAccountNotFound is the message of a policy, and of a run, whose
+// ServiceAccount does not exist.
+func serviceAccountNotFound(obj *skillsv1.CommandPolicy) string {
+	return fmt.Sprintf("ServiceAccount %q, named by CommandPolicy %q in spec.sandbox.serviceAccountName, does not exist "+
+		"in namespace %s: commands judged under this policy cannot run until it is created", policyServiceAccount(obj), obj.Name, obj.Namespace)
+}
+
+// policyServiceAccount is the identity a policy gives commands, "" for
+// none.
+func policyServiceAccount(obj *skillsv1.CommandPolicy) string {
+	if obj == nil || obj.Spec.Sandbox == nil {
+		return ""
+	}
+	return obj.Spec.Sandbox.ServiceAccountName
+}
+
+// agentIdentity is the ServiceAccount an Agent's commands run with: its
+// policy's, "" when it names no policy, its policy is not found, or the
+// policy names no ServiceAccount.
+func agentIdentity(ctx context.Context, c client.Reader, a *skillsv1.Agent) string {
+	if a.Spec.PolicyRef == nil {
+		return ""
+	}
+	pol := &skillsv1.CommandPolicy{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.PolicyRef.Name}, pol); err != nil {
+		return ""
+	}
+	return policyServiceAccount(pol)
+}
+
+// identityNote ends a Ready message with the identity commands run as.
+func identityNote(obj *skillsv1.CommandPolicy) string {
+	if sa := policyServiceAccount(obj); sa != "" {
+		return fmt.Sprintf("; commands run as ServiceAccount %s", sa)
+	}
+	return ""
 }
 
 // policyMessage lists the problems of a policy, one per line.

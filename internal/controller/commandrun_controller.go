@@ -66,6 +66,9 @@ type CommandRunReconciler struct {
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandpolicies;skills,verbs=get;list;watch
+// The API server's addresses, for the fence of a sandbox with an identity:
+// only the EndpointSlice named kubernetes (in namespace default), only get.
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,resourceNames=kubernetes,verbs=get
 
 // SetupWithManager registers the reconciler, its indexes, and watches on
 // the runs' Jobs and on the policies and skills that waiting runs were

@@ -5,10 +5,13 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,6 +76,9 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 		p.Run.Spec.Approval = nil
 	}
 	p.Timeout = sandbox.ResolveTimeout(run, pol)
+	if ok, err := r.identity(ctx, run, pol, &p); !ok || err != nil {
+		return err
+	}
 	if fenced, err := r.fence(ctx, run, sandbox.NetworkPolicy(p)); !fenced || err != nil {
 		return err
 	}
@@ -91,9 +97,47 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 		return fmt.Errorf("failed to create Job %s: %w", klog.KObj(run), err)
 	}
 	run.Status.JobName = run.Name
+	run.Status.ServiceAccountName = policyServiceAccount(pol)
 	run.Status.StartTime = &metav1.Time{Time: r.now()}
 	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", run.Name))
 	return nil
+}
+
+// identity prepares a run whose policy names a ServiceAccount: the
+// ServiceAccount must exist, or the Job could never make its pod, and the
+// API server's addresses must be known, since the fence opens exactly
+// those and nothing wider. Either missing fails the run before anything is
+// created; a transient error is returned. It reports whether the run may
+// go on, with p.APIServer set.
+func (r *CommandRunReconciler) identity(ctx context.Context, run *skillsv1.CommandRun, pol *skillsv1.CommandPolicy, p *sandbox.Params) (bool, error) {
+	name := policyServiceAccount(pol)
+	if name == "" {
+		return true, nil
+	}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: name}, &corev1.ServiceAccount{})
+	switch {
+	case apierrors.IsNotFound(err):
+		endRun(run, skillsv1.PhaseFailed, serviceAccountNotFound(pol)+"; no Job was created", r.now())
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to get ServiceAccount %s/%s: %w", run.Namespace, name, err)
+	}
+	slice := &discoveryv1.EndpointSlice{}
+	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: sandbox.KubernetesServiceNamespace, Name: sandbox.KubernetesServiceName}, slice)
+	if client.IgnoreNotFound(err) != nil {
+		return false, fmt.Errorf("failed to get EndpointSlice %s/%s: %w", sandbox.KubernetesServiceNamespace, sandbox.KubernetesServiceName, err)
+	}
+	if err == nil {
+		p.APIServer = sandbox.APIServerEndpoints([]discoveryv1.EndpointSlice{*slice})
+	}
+	if len(p.APIServer) == 0 {
+		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("The API server's addresses are unknown: EndpointSlice %s/%s, of the "+
+			"kubernetes Service, is missing or lists no ready address on its https port, so a sandbox running as ServiceAccount %q "+
+			"could not be fenced to the API server alone; no Job was created",
+			sandbox.KubernetesServiceNamespace, sandbox.KubernetesServiceName, name), r.now())
+		return false, nil
+	}
+	return true, nil
 }
 
 // fence makes sure the run's own NetworkPolicy exists before its pod can:

@@ -165,8 +165,9 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("failed to set up the skill source controller: %w", err)
 	}
 	policies := &controller.CommandPolicyReconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder("kubeskills-commandpolicy"),
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("kubeskills-commandpolicy"),
 	}
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the CommandPolicy controller: %w", err)
