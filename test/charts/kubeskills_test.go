@@ -67,9 +67,11 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"Service/kubeskills-metrics",
 		"ServiceAccount/kubeskills",
 		"ValidatingAdmissionPolicy/kubeskills-agent-references",
+		"ValidatingAdmissionPolicy/kubeskills-commandpolicy-identity",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-agent-references",
+		"ValidatingAdmissionPolicyBinding/kubeskills-commandpolicy-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-identity",
 	}
@@ -112,6 +114,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 	checkSynced(t, objs, "config/admission/commandrun-identity.yaml")
 	checkSynced(t, objs, "config/admission/commandrun-agent.yaml")
 	checkSynced(t, objs, "config/admission/agent-references.yaml")
+	checkSynced(t, objs, "config/admission/commandpolicy-identity.yaml")
 	checkMetricsService(t, objs, d, 8080)
 }
 
