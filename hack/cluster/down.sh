@@ -23,7 +23,9 @@ stop() {
 }
 
 # Node components first, so nothing restarts containers while they go.
-for c in kube-proxy kubelet kube-scheduler kube-controller-manager; do
+# kube-router's iptables rules and ipsets live in the cluster's network
+# namespace and go with it below.
+for c in kube-router kube-proxy kubelet kube-scheduler kube-controller-manager; do
   pid_alive "$state/pids/$c" && stop "$(cat "$state/pids/$c")"
 done
 

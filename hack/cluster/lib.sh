@@ -16,14 +16,19 @@ node_name=kubeskills-node
 service_cidr=10.96.0.0/16
 pod_cidr=10.244.0.0/24
 apiserver="https://$node_ip:6443"
+# The kube-dns Service's ClusterIP, the kubelet's clusterDNS.
+dns_ip=10.96.0.10
+# kube-router's health endpoint, inside the namespace.
+kube_router_health=http://127.0.0.1:20244/healthz
 
 containerd_sock="$state/run/containerd/containerd.sock"
 
 # Paths the kubelet writes whatever --root-dir says.
 kubelet_host_paths=(/var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers)
 
-# Components in start order; down.sh stops them in reverse.
-components=(etcd kube-apiserver containerd kube-controller-manager kube-scheduler kubelet kube-proxy)
+# Components in start order; down.sh stops them in reverse. kube-router
+# enforces NetworkPolicy (firewall only); CoreDNS runs as pods.
+components=(etcd kube-apiserver containerd kube-controller-manager kube-scheduler kubelet kube-proxy kube-router)
 
 log() { printf '%s cluster: %s\n' "$(date +%T)" "$*" >&2; }
 

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Starts a real single-node Kubernetes cluster on this machine: etcd,
 # kube-apiserver, kube-controller-manager, kube-scheduler, containerd,
-# kubelet and kube-proxy, all inside a private network namespace, with the
-# kubeskills images imported. Writes bin/cluster/kubeconfig.
+# kubelet, kube-proxy and kube-router (NetworkPolicy, firewall only), all
+# inside a private network namespace, CoreDNS as pods, with the kubeskills
+# images imported. Writes bin/cluster/kubeconfig.
+#
+# It reports ready only when the fence is proven: kube-router answers, its
+# chains are in place and a canary pod under a deny-all egress policy is cut
+# off (check-fence.sh); and when cluster DNS answers.
 #
 #   hack/cluster/up.sh
 #
@@ -19,6 +24,7 @@ healthy() {
 start=$SECONDS
 "$root/hack/build-k8s.sh" etcd kube-apiserver kubectl kube-controller-manager \
   kube-scheduler kubelet kube-proxy >/dev/null
+addons=$("$root/hack/build-addons.sh" kube-router coredns)
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/k8s/go.mod")
 bin="$root/bin/k8s/$k8s_version"
 kubectl="$bin/kubectl"
@@ -29,15 +35,21 @@ if healthy; then
   exit 0
 fi
 
-# Debian packages: the container runtime, CNI plugins and the tools kubelet
-# and kube-proxy call.
+# Debian packages: the container runtime, CNI plugins, the tools kubelet,
+# kube-proxy and kube-router call (kube-router: iptables, iptables-save,
+# iptables-restore and ipset), and what the toolbox image takes from the
+# host (hack/images checks each binary and brings its libraries).
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 need=()
 for p in containerd:containerd runc:runc iptables:iptables conntrack:conntrack \
-  ip:iproute2 nsenter:util-linux openssl:openssl curl:curl; do
+  ip:iproute2 nsenter:util-linux openssl:openssl curl:curl ipset:ipset bash:bash; do
   command -v "${p%%:*}" >/dev/null || need+=("${p#*:}")
 done
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
-[ -x /bin/busybox ] || need+=(busybox-static)
+[ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+# Debian's busybox (pulled in by initramfs-tools) is dynamic; the toolbox
+# wants the static one, which replaces it.
+installed busybox-static || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -88,7 +100,8 @@ token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 declare -A tokens
 {
   for u in "kubeskills-admin|system:masters" "system:kube-controller-manager|" \
-    "system:kube-scheduler|" "system:node:$node_name|system:nodes" "system:kube-proxy|"; do
+    "system:kube-scheduler|" "system:node:$node_name|system:nodes" "system:kube-proxy|" \
+    "kube-router|"; do
     name=${u%|*}; group=${u#*|}
     t=$(token); tokens[$name]=$t
     echo "$t,$name,$name${group:+,\"$group\"}"
@@ -121,6 +134,7 @@ kubeconfig_for system:kube-controller-manager "$state/etc/controller-manager.kub
 kubeconfig_for system:kube-scheduler "$state/etc/scheduler.kubeconfig" "$local_api"
 kubeconfig_for "system:node:$node_name" "$state/etc/kubelet.kubeconfig" "$local_api"
 kubeconfig_for system:kube-proxy "$state/etc/proxy.kubeconfig" "$local_api"
+kubeconfig_for kube-router "$state/etc/kube-router.kubeconfig" "$local_api"
 
 # --- Network: a namespace with the node's veth end; the host's end carries
 # only the route to the node. The host never forwards pod traffic.
@@ -138,6 +152,11 @@ in_netns ip link set ks-node up
 in_netns ip route add "$service_cidr" dev ks-node
 in_netns sysctl -qw net.ipv4.ip_forward=1
 in_netns sysctl -qw net.ipv4.conf.all.route_localnet=1 || true
+# Pods on the bridge talk at layer 2: NetworkPolicy is enforced on that
+# traffic only when bridged packets go through iptables.
+[ -e /proc/sys/net/bridge ] || modprobe br_netfilter ||
+  { log "the kernel lacks br_netfilter: NetworkPolicy cannot be enforced between pods"; exit 1; }
+in_netns sysctl -qw net.bridge.bridge-nf-call-iptables=1
 
 # run NAME BINARY ARGS...: start a component inside the namespace in its own
 # session, record its PID (nsenter execs, so $! is the component).
@@ -172,6 +191,10 @@ run kube-apiserver "$bin/kube-apiserver" \
   --kubelet-preferred-address-types=InternalIP \
   --allow-privileged=true
 wait_for kube-apiserver 60 "$kubectl" --kubeconfig "$kubeconfig" get --raw /readyz
+k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
+# kube-router's identity and CoreDNS; CoreDNS's pods start with the node.
+wait_for "namespace kube-system" 30 k get namespace kube-system
+sed "s/@DNS_IP@/$dns_ip/" "$root/hack/cluster/addons.yaml" | k apply -f - >/dev/null
 
 cat >"$state/etc/containerd.toml" <<TOML
 version = 2
@@ -242,6 +265,7 @@ authentication:
   x509: {clientCAFile: $pki/ca.crt}
 authorization: {mode: Webhook}
 clusterDomain: cluster.local
+clusterDNS: [$dns_ip]
 resolvConf: /etc/resolv.conf
 # A test machine's disk is shared: do not evict or collect images for it.
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
@@ -270,9 +294,31 @@ healthzBindAddress: 127.0.0.1:10256
 YAML
 run kube-proxy "$bin/kube-proxy" --config="$state/etc/proxy.yaml"
 
-k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
 wait_for "node Ready" 90 k wait --for=condition=Ready "node/$node_name" --timeout=1s
+log "node ready in $((SECONDS - cluster_start))s"
+
+# NetworkPolicy: kube-router's policy controller only. It reads its Node
+# (so it starts once the node exists), pods, namespaces and policies, and
+# writes iptables chains and ipsets in this namespace. Its only advisory
+# on v2.1.0 (GHSA-phqm-jgc3-qf8g) is in the service proxy, never started.
+run kube-router "$addons/kube-router" \
+  --run-firewall=true --run-router=false --run-service-proxy=false \
+  --kubeconfig="$state/etc/kube-router.kubeconfig" --hostname-override="$node_name" \
+  --service-cluster-ip-range="$service_cidr" --health-port=20244 --metrics-port=0
+# Fail closed: health, then the chains its first sync writes, then the
+# canary (after DNS, which it aims at).
+wait_for "kube-router health" 60 in_netns curl -sf "$kube_router_health"
+kube_router_chains() {
+  in_netns iptables -S FORWARD | grep -q -- '-j KUBE-ROUTER-FORWARD' &&
+    in_netns iptables -S OUTPUT | grep -q -- '-j KUBE-ROUTER-OUTPUT' &&
+    in_netns iptables -S KUBE-NWPLCY-DEFAULT >/dev/null
+}
+wait_for "kube-router's iptables chains" 60 kube_router_chains
 wait_for "default ServiceAccount" 60 k get serviceaccount default -n default
+k -n kube-system rollout status deployment/coredns --timeout=90s >/dev/null ||
+  { log "CoreDNS did not become available"; false; }
+log "kube-router synced and CoreDNS available in $((SECONDS - cluster_start))s"
+"$root/hack/cluster/check-fence.sh"
 # Every component is still running.
 for c in "${components[@]}"; do
   pid_alive "$state/pids/$c" || { log "$c exited; see $state/logs/$c.log"; false; }

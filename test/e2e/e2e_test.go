@@ -86,6 +86,8 @@ type state struct {
 	agent  agentAPI
 	webIP  string
 	podUID types.UID
+	// kube is the API of the agent whose commands have an identity.
+	kube agentAPI
 }
 
 // TestEndToEnd is the loop a user runs, step by step; a step that fails
@@ -96,6 +98,7 @@ func TestEndToEnd(t *testing.T) {
 		name string
 		run  func(*testing.T, *state)
 	}{
+		{"0 the toolbox runs", toolboxRuns},
 		{"1 helm install the operator", installOperator},
 		{"2 skills valid invalid and large", applySkills},
 		{"3 helm install an agent", installAgent},
@@ -106,6 +109,9 @@ func TestEndToEnd(t *testing.T) {
 		{"8 skill edits reach the running agent", skillEdits},
 		{"9 manager restart mid-run", managerRestart},
 		{"10 command latency", latency},
+		{"11 commands operate the cluster with the policy's identity", commandsOperateTheCluster},
+		{"12 the token stays in the sandbox and dies with it", tokenStaysInTheSandbox},
+		{"13 the fence holds without identity and opens exactly", fenceHolds},
 	}
 	for _, step := range steps {
 		start := time.Now()
@@ -115,6 +121,31 @@ func TestEndToEnd(t *testing.T) {
 			t.FailNow()
 		}
 	}
+}
+
+// toolboxRuns proves the sandbox image runs before anything builds on it:
+// its bash, kubectl (the cluster's version), jq and curl start.
+func toolboxRuns(t *testing.T, _ *state) {
+	g := NewWithT(t)
+	key := client.ObjectKey{Namespace: "default", Name: "toolbox-check"}
+	c.mustKubectl(t, "run", key.Name, "-n", key.Namespace, "--image", toolbox, "--image-pull-policy", "Never",
+		"--restart", "Never", "--command", "--", "bash", "-c", "kubectl version --client && jq --version && curl --version")
+	t.Cleanup(func() { _, _ = c.command(c.kubectl, "delete", "pod", key.Name, "-n", key.Namespace, "--wait=false") })
+	g.Eventually(func(g Gomega) {
+		var pod corev1.Pod
+		g.Expect(c.client.Get(context.Background(), key, &pod)).To(Succeed())
+		if pod.Status.Phase == corev1.PodFailed {
+			out, _ := c.command(c.kubectl, "logs", "-n", key.Namespace, key.Name)
+			StopTrying("the toolbox failed: " + out).Now()
+		}
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodSucceeded))
+	}, time.Minute, 250*time.Millisecond).Should(Succeed())
+	var version struct{ GitVersion string }
+	g.Expect(json.Unmarshal([]byte(c.mustKubectl(t, "get", "--raw", "/version")), &version)).To(Succeed())
+	out := c.mustKubectl(t, "logs", "-n", key.Namespace, key.Name)
+	g.Expect(out).To(ContainSubstring("Client Version: "+version.GitVersion+"\n"), "kubectl is the cluster's version")
+	g.Expect(out).To(ContainSubstring("gojq "))
+	g.Expect(out).To(MatchRegexp(`(?m)^curl \d.*\n(.*\n)*Protocols: .*https`))
 }
 
 func installOperator(t *testing.T, s *state) {
@@ -272,8 +303,8 @@ func chatRunsCommand(t *testing.T, s *state) {
 	var job batchv1.Job
 	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Status.JobName}, &job)).To(Succeed())
 	g.Expect(job.Status.Succeeded).To(BeEquivalentTo(1))
-	// No NetworkPolicy-enforcing CNI runs here: the sandbox's egress is
-	// asserted as the object the operator wrote.
+	// The fence the command ran behind, which the cluster's enforcer
+	// applies; fenceHolds proves it holds.
 	var np networkingv1.NetworkPolicy
 	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Name}, &np)).To(Succeed())
 	g.Expect(np.Spec.PodSelector.MatchLabels).To(HaveKeyWithValue(sandbox.LabelCommandRun, run.Name))
