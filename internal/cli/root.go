@@ -115,12 +115,14 @@ agents.
   policy check  tells what a CommandPolicy decides for a command, offline
   approve, deny decide on a command that waits for a person
   list          lists CommandRuns (--pending: those waiting for a person)
+  doctor        tells whether a cluster is fit for kubeskills, and proves the
+                sandbox's network fence with canary pods
 
 Problems are printed one per line as PATH: FIELD: PROBLEM (HINT), where FIELD
 is the Skill field concerned. A command that finds a problem exits with 1.
 
 The plugin reads the kubeconfig like kubectl does; only commands that talk to
-a cluster (export NAME, approve, deny, list) use it.`
+a cluster (export NAME, approve, deny, list, doctor) use it.`
 
 // NewRootCommand returns the `kubectl skills` command and its subcommands.
 func NewRootCommand(o *Options) *cobra.Command {
@@ -146,6 +148,7 @@ func NewRootCommand(o *Options) *cobra.Command {
 		newApproveCommand(o),
 		newDenyCommand(o),
 		newListCommand(o),
+		newDoctorCommand(o),
 	)
 	return cmd
 }
