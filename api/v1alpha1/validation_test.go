@@ -121,6 +121,18 @@ func TestCreateValidation(t *testing.T) {
 		{"policy bad egress CIDR", policy("bad-cidr", func(p *skillsv1.CommandPolicy) {
 			p.Spec.Sandbox = &skillsv1.Sandbox{Egress: &skillsv1.Egress{CIDRs: []string{"anywhere"}}}
 		}), "spec.sandbox.egress.cidrs must hold CIDRs"},
+		{"policy with a ServiceAccount", policy("identity", func(p *skillsv1.CommandPolicy) {
+			p.Spec.Sandbox = &skillsv1.Sandbox{ServiceAccountName: "cluster-reader.team-a"}
+		}), ""},
+		{"policy ServiceAccount with capitals", policy("identity-caps", func(p *skillsv1.CommandPolicy) {
+			p.Spec.Sandbox = &skillsv1.Sandbox{ServiceAccountName: "Reader"}
+		}), "spec.sandbox.serviceAccountName must be a ServiceAccount name"},
+		{"policy ServiceAccount naming another namespace", policy("identity-ns", func(p *skillsv1.CommandPolicy) {
+			p.Spec.Sandbox = &skillsv1.Sandbox{ServiceAccountName: "kube-system:admin"}
+		}), "spec.sandbox.serviceAccountName must be a ServiceAccount name"},
+		{"policy ServiceAccount of 254 characters", policy("identity-long", func(p *skillsv1.CommandPolicy) {
+			p.Spec.Sandbox = &skillsv1.Sandbox{ServiceAccountName: long(254)}
+		}), "spec.sandbox.serviceAccountName: Too long"},
 		{"policy example with unknown expectation", policy("bad-example", func(p *skillsv1.CommandPolicy) {
 			p.Spec.Examples = []skillsv1.PolicyExample{{Command: "ls", Expect: "Sure"}}
 		}), "spec.examples[0].expect: Unsupported value"},
