@@ -223,6 +223,7 @@ func TestSandboxOpening(t *testing.T) {
 			"NetworkPolicy runs selects sandbox pods and allows egress to pods of other namespaces on UDP/53"},
 		{np("not-web", sel(nil, metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}}), egress, anywhere, nil),
 			"NetworkPolicy not-web selects sandbox pods and allows egress to anywhere on any port"},
+		{np("allow-egress-except-sandboxes", sel(nil, metav1.LabelSelectorRequirement{Key: sandbox.LabelCommandRun, Operator: metav1.LabelSelectorOpDoesNotExist}), egress, anywhere, nil), ""},
 		{np("unmanaged", sel(nil, metav1.LabelSelectorRequirement{Key: sandbox.LabelManagedBy, Operator: metav1.LabelSelectorOpDoesNotExist}), egress, anywhere, nil), ""},
 		{np("not-ours", sel(nil, metav1.LabelSelectorRequirement{Key: sandbox.LabelManagedBy, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kubeskills"}}), egress, anywhere, nil), ""},
 		{np("ingress", sel(nil), nil, nil, []networkingv1.NetworkPolicyIngressRule{{}}),
