@@ -123,7 +123,9 @@ func (o *doctorOptions) run(ctx context.Context) error {
 	results := []checkResult{d.checkCRDs(ctx), d.checkAdmission(ctx)}
 	operator := d.checkOperator(ctx)
 	results = append(results, operator.result, d.checkAgentRBAC(ctx), d.checkNetworkPolicies(ctx))
-	if !o.skipCanary {
+	if o.skipCanary {
+		_, _ = fmt.Fprintln(o.Streams.ErrOut, "warning: --skip-canary: no pod proved the sandbox's network fence")
+	} else {
 		image := o.image
 		if image == "" {
 			image = operator.sandboxImage

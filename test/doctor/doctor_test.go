@@ -179,6 +179,9 @@ func TestDoctorPassesOnACorrectInstall(t *testing.T) {
 		res = doctor("-n", ns, "--skip-canary")
 		g.Expect(res.Code).To(Equal(cli.ExitOK), "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
 	}, timeout, interval).Should(Succeed())
+	if !strings.Contains(res.Stderr, "warning: --skip-canary: no pod proved the sandbox's network fence") {
+		t.Errorf("the doctor does not warn that the canary was skipped:\n%s", res.Stderr)
+	}
 	want := []string{
 		"ok   crds: skills, agents, commandpolicies, commandruns of kubeskills.io are Established",
 		"ok   admission: kubeskills-agent-references, kubeskills-commandpolicy-identity, kubeskills-commandrun-agent, kubeskills-commandrun-identity are installed, each bound with Deny",
