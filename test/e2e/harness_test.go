@@ -281,8 +281,14 @@ type commandResult struct {
 // its result.
 func (a agentAPI) run(t *testing.T, command string) commandResult {
 	t.Helper()
+	return a.runFor(t, command, "")
+}
+
+// runFor is run on behalf of a skill, with the skill's folder mounted.
+func (a agentAPI) runFor(t *testing.T, command, skill string) commandResult {
+	t.Helper()
 	var res commandResult
-	postJSON(t, a.url+"/v1/commands", a.token, map[string]string{"command": command}, &res)
+	postJSON(t, a.url+"/v1/commands", a.token, map[string]string{"command": command, "skill": skill}, &res)
 	return res
 }
 
