@@ -62,7 +62,7 @@ type CommandRunReconciler struct {
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kubeskills.io,resources=agents,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandpolicies;skills,verbs=get;list;watch

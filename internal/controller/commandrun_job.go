@@ -45,6 +45,8 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 		return true, nil
 	}
 	run.Status.JobName = job.Name
+	// The identity the run used is the one its pod runs as.
+	run.Status.ServiceAccountName = job.Spec.Template.Spec.ServiceAccountName
 	finished, deadlineExceeded := jobFinished(job)
 	if !finished {
 		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
@@ -53,6 +55,11 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 	res, err := r.Results.Read(ctx, job)
 	if err != nil {
 		return true, fmt.Errorf("failed to read the result of Job %s: %w", klog.KObj(job), err)
+	}
+	if run.Status.ServiceAccountName != "" {
+		if err := r.retireToken(ctx, job); err != nil {
+			return true, err
+		}
 	}
 	run.Status.Result = resultStatus(res)
 	phase, msg := finishedPhase(res, deadlineExceeded)

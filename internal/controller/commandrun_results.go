@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,4 +73,29 @@ func (p *PodResultReader) Read(ctx context.Context, job *batchv1.Job) (*runner.R
 		}
 	}
 	return &runner.Result{ExitCode: -1, Error: "the sandbox pod ended without running the command (see the Job's events)"}, nil
+}
+
+// retireToken deletes the finished sandbox pods of a run that had an
+// identity, before its result is recorded. Their ServiceAccount token is
+// bound to the pod, so the API server refuses it once the pod is gone: a
+// command that printed its token (cat is allowed by many read-only
+// policies) hands the agent a dead credential, since the agent sees the
+// output only in the recorded result. The pods have ended, so nothing is
+// cut short; each is deleted at once, and only the pod that was read.
+func (r *CommandRunReconciler) retireToken(ctx context.Context, job *batchv1.Job) error {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{sandbox.LabelCommandRun: job.Labels[sandbox.LabelCommandRun]}); err != nil {
+		return fmt.Errorf("failed to list pods of Job %s: %w", klog.KObj(job), err)
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !isControlledBy(pod, job) {
+			continue
+		}
+		err := r.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to delete sandbox pod %s, whose token must die before its result is recorded: %w", klog.KObj(pod), err)
+		}
+	}
+	return nil
 }

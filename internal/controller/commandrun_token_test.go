@@ -1,0 +1,47 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/runner"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
+)
+
+// sandboxPods lists the pods of a run's Job.
+func sandboxPods(g Gomega, ns, run string) []corev1.Pod {
+	var pods corev1.PodList
+	g.Expect(k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{sandbox.LabelCommandRun: run})).To(Succeed())
+	return pods.Items
+}
+
+// TestIdentityTokenDiesBeforeTheResultIsSeen: a run that had an identity
+// is recorded only once its sandbox pod, to which the token is bound, is
+// deleted, so output that holds the token hands the agent a dead one. A run
+// without an identity keeps its pod until the Job's TTL.
+func TestIdentityTokenDiesBeforeTheResultIsSeen(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, withIdentity("cluster-reader"))
+	g.Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-reader"}})).To(Succeed())
+
+	g.Expect(k8s.Create(ctx, newRun(ns, "token", "kubectl get pods"))).To(Succeed())
+	waitPhase(t, ns, "token", skillsv1.PhaseRunning)
+	finishJob(t, ns, "token", &runner.Result{ExitCode: 0, Stdout: "eyJhbGciOi.token\n"}, false)
+	done := waitPhase(t, ns, "token", skillsv1.PhaseSucceeded)
+	g.Expect(done.Status.Result.Stdout).To(Equal("eyJhbGciOi.token\n"))
+	g.Expect(sandboxPods(g, ns, "token")).To(BeEmpty(), "the pod holding the token outlived the recorded result")
+
+	plain := commandSetup(t, nil)
+	g.Expect(k8s.Create(ctx, newRun(plain, "plain", "echo hi"))).To(Succeed())
+	waitPhase(t, plain, "plain", skillsv1.PhaseRunning)
+	finishJob(t, plain, "plain", &runner.Result{ExitCode: 0, Stdout: "hi\n"}, false)
+	waitPhase(t, plain, "plain", skillsv1.PhaseSucceeded)
+	g.Expect(sandboxPods(g, plain, "plain")).To(HaveLen(1))
+}
