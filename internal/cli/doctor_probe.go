@@ -193,7 +193,8 @@ const (
 	adviceIdentity = "the fence opens the API server's addresses (the EndpointSlices of Service default/kubernetes) to a sandbox with an identity; " +
 		"check that the network plugin applies ipBlock egress rules after Service address translation, and that no other NetworkPolicy denies it"
 	adviceInconclusive = "the canary proves nothing until the unfenced control pod reaches the target: check the image (it needs sh, curl, and httpd or nc), " +
-		"and 'kubectl describe' the pods labelled kubeskills.io/doctor"
+		"'kubectl describe' the pods labelled kubeskills.io/doctor, and check that the NetworkPolicy enforcer runs " +
+		"(one that fails closed while it is down blocks every new pod, the control pod too)"
 )
 
 // judgeCanary turns the three reports (control, fenced, identity) into the
