@@ -8,6 +8,8 @@
 # the cluster ready; run it by hand at any time:
 #
 #   hack/cluster/check-fence.sh
+#   hack/cluster/check-fence.sh --start   (only create the canary, so its pod
+#                                         starts while up.sh waits for DNS)
 #
 # Facts it relies on, learnt on this machine:
 # - Pods on one bridge talk at layer 2: iptables sees that traffic only with
@@ -30,11 +32,9 @@ k() { "$root/bin/k8s/$k8s_version/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 canary_ns=kubeskills-fence-check
 fail() { log "fence check failed: $*"; exit 1; }
 
-dns_pod=$(k -n kube-system get pods -l k8s-app=kube-dns --field-selector=status.phase=Running \
-  -o jsonpath='{.items[0].status.podIP}')
-[ -n "$dns_pod" ] || fail "no running CoreDNS pod to aim at"
-
-trap 'k delete namespace "$canary_ns" --wait=false >/dev/null 2>&1 || true' EXIT
+# A canary namespace still being deleted (from the last check) takes no pods.
+[ "$(k get namespace "$canary_ns" -o jsonpath='{.status.phase}' 2>/dev/null)" != Terminating ] ||
+  k wait --for=delete "namespace/$canary_ns" --timeout=60s >/dev/null
 k apply -f - >/dev/null <<YAML
 apiVersion: v1
 kind: Namespace
@@ -74,6 +74,12 @@ spec:
       readOnlyRootFilesystem: true
       capabilities: {drop: [ALL]}
 YAML
+[ "${1:-}" != --start ] || exit 0
+trap 'k delete namespace "$canary_ns" --wait=false >/dev/null 2>&1 || true' EXIT
+
+dns_pod=$(k -n kube-system get pods -l k8s-app=kube-dns --field-selector=status.phase=Running \
+  -o jsonpath='{.items[0].status.podIP}')
+[ -n "$dns_pod" ] || fail "no running CoreDNS pod to aim at"
 k -n "$canary_ns" wait --for=condition=Ready pod/canary --timeout=60s >/dev/null ||
   fail "the canary pod did not start"
 

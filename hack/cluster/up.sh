@@ -315,6 +315,7 @@ kube_router_chains() {
 }
 wait_for "kube-router's iptables chains" 60 kube_router_chains
 wait_for "default ServiceAccount" 60 k get serviceaccount default -n default
+"$root/hack/cluster/check-fence.sh" --start
 k -n kube-system rollout status deployment/coredns --timeout=90s >/dev/null ||
   { log "CoreDNS did not become available"; false; }
 log "kube-router synced and CoreDNS available in $((SECONDS - cluster_start))s"
