@@ -15,6 +15,7 @@ import (
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/controller"
+	"github.com/kubeskills/kubeskills/internal/runner"
 )
 
 // withIdentity makes the policy's commands run as the ServiceAccount sa.
@@ -95,6 +96,10 @@ func TestRunWithIdentity(t *testing.T) {
 		}
 	}
 	g.Expect(opened).To(ConsistOf(apiServerAddresses(g)))
+
+	finishJob(t, ns, run.Name, &runner.Result{ExitCode: 0, Stdout: "pod/web-0\n"}, false)
+	done := waitPhase(t, ns, run.Name, skillsv1.PhaseSucceeded)
+	g.Expect(done.Status.ServiceAccountName).To(Equal("cluster-reader"), "a finished run keeps the identity it used")
 
 	g.Eventually(func(g Gomega) {
 		a := &skillsv1.Agent{}
