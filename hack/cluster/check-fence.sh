@@ -83,21 +83,18 @@ dns_pod=$(k -n kube-system get pods -l k8s-app=kube-dns --field-selector=status.
 k -n "$canary_ns" wait --for=condition=Ready pod/canary --timeout=60s >/dev/null ||
   fail "the canary pod did not start"
 
-# reaches ADDRESS: a TCP connection from the canary to ADDRESS:53 opens
-# within 2 seconds.
-reaches() {
-  k -n "$canary_ns" exec canary -- timeout 2 bash -c "</dev/tcp/$1/53" >/dev/null 2>&1
+# state: "open" or "closed" for each target, in one exec: a TCP
+# connection from the canary to port 53 opens within 2 seconds, or not.
+state() {
+  k -n "$canary_ns" exec canary -- bash -c \
+    'for ip; do if timeout 2 bash -c "</dev/tcp/$ip/53" 2>/dev/null; then echo open; else echo closed; fi; done' \
+    - "$dns_pod" "$dns_ip" 2>/dev/null | tr '\n' ' '
 }
 # expect open|closed SECONDS: poll until both targets are open or both are
 # closed.
 expect() {
-  local want=$1 deadline=$((SECONDS + $2)) ip ok
-  while :; do
-    ok=1
-    for ip in "$dns_pod" "$dns_ip"; do
-      if reaches "$ip"; then [ "$want" = open ] || ok=0; else [ "$want" = closed ] || ok=0; fi
-    done
-    [ $ok = 0 ] || return 0
+  local want="$1 $1 " deadline=$((SECONDS + $2))
+  until [ "$(state)" = "$want" ]; do
     [ $SECONDS -lt "$deadline" ] || return 1
     sleep 0.5
   done
