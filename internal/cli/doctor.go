@@ -122,7 +122,8 @@ func (o *doctorOptions) run(ctx context.Context) error {
 	d := &doctor{c: c, ns: ns}
 	results := []checkResult{d.checkCRDs(ctx), d.checkAdmission(ctx)}
 	operator := d.checkOperator(ctx)
-	results = append(results, operator.result, d.checkAgentRBAC(ctx), d.checkNetworkPolicies(ctx))
+	netpol, openers := d.checkNetworkPolicies(ctx)
+	results = append(results, operator.result, d.checkAgentRBAC(ctx), netpol)
 	if o.skipCanary {
 		_, _ = fmt.Fprintln(o.Streams.ErrOut, "warning: --skip-canary: no pod proved the sandbox's network fence")
 	} else {
@@ -133,7 +134,7 @@ func (o *doctorOptions) run(ctx context.Context) error {
 		if image == "" {
 			image = defaultToolboxImage
 		}
-		cn := &canary{c: c, ns: ns, image: image, policy: o.policy, timeout: o.timeout, log: o.Streams.ErrOut}
+		cn := &canary{c: c, ns: ns, image: image, policy: o.policy, timeout: o.timeout, openers: openers, log: o.Streams.ErrOut}
 		results = append(results, cn.run(ctx)...)
 	}
 	if writeReport(o.Streams.Out, results) > 0 {

@@ -50,6 +50,9 @@ type canary struct {
 	image   string
 	policy  string
 	timeout time.Duration
+	// openers are the NetworkPolicies the netpol check found opening
+	// sandboxes: the first suspects when a sandbox reaches too far.
+	openers []string
 	log     io.Writer
 }
 
@@ -148,7 +151,7 @@ func (cn *canary) prove(ctx context.Context, policy *skillsv1.CommandPolicy, ide
 		}
 		reports[i] = parseProbeReport(report)
 	}
-	return judgeCanary(t, reports, identityFrom), nil
+	return judgeCanary(t, reports, identityFrom, cn.openers), nil
 }
 
 // canaryRun is the CommandRun a canary client pretends to serve.

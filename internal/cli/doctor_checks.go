@@ -250,8 +250,8 @@ func (d *doctor) checkAgentRBAC(ctx context.Context) checkResult {
 	if len(problems) > 0 {
 		return failed("agent-rbac", advice, "%s", strings.Join(problems, "; "))
 	}
-	return passed("agent-rbac", "the ServiceAccounts of %d Agents in %s may file and follow CommandRuns and nothing more",
-		len(agents.Items), d.ns)
+	return passed("agent-rbac", "the ServiceAccounts of the %s in %s may file and follow CommandRuns and nothing more",
+		plural(len(agents.Items), "Agent"), d.ns)
 }
 
 func others(names []string, self string) []string {
@@ -358,15 +358,15 @@ func (d *doctor) roleRules(ctx context.Context, ref rbacv1.RoleRef) []rbacv1.Pol
 }
 
 // checkNetworkPolicies names the NetworkPolicies of the namespace that
-// open sandbox pods beyond their fence.
-func (d *doctor) checkNetworkPolicies(ctx context.Context) checkResult {
+// open sandbox pods beyond their fence, and returns their names.
+func (d *doctor) checkNetworkPolicies(ctx context.Context) (checkResult, []string) {
 	const advice = "narrow their podSelector so it excludes pods labelled " + labelSandboxHint +
 		", or delete them; NetworkPolicies add up, so any one that selects a sandbox opens it"
 	var list networkingv1.NetworkPolicyList
 	if err := d.c.List(ctx, &list, client.InNamespace(d.ns)); err != nil {
-		return failed("netpol", advice, "failed to list NetworkPolicies in %s: %s", d.ns, apiMessage(err))
+		return failed("netpol", advice, "failed to list NetworkPolicies in %s: %s", d.ns, apiMessage(err)), nil
 	}
-	var openings []string
+	var openings, names []string
 	for i := range list.Items {
 		np := &list.Items[i]
 		if _, ours := np.Labels[labelDoctor]; ours {
@@ -374,10 +374,19 @@ func (d *doctor) checkNetworkPolicies(ctx context.Context) checkResult {
 		}
 		if o := sandboxOpening(np); o != "" {
 			openings = append(openings, o)
+			names = append(names, np.Name)
 		}
 	}
 	if len(openings) > 0 {
-		return failed("netpol", advice, "in %s, %s", d.ns, strings.Join(openings, "; "))
+		return failed("netpol", advice, "in %s, %s", d.ns, strings.Join(openings, "; ")), names
 	}
-	return passed("netpol", "no NetworkPolicy of %s opens sandbox pods beyond their fence (%d checked)", d.ns, len(list.Items))
+	return passed("netpol", "no NetworkPolicy of %s opens sandbox pods beyond their fence (%d checked)", d.ns, len(list.Items)), nil
+}
+
+// plural reads "1 Agent", "2 Agents".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -188,7 +188,7 @@ func canaryProbes(t canaryTargets) (control, fenced, identity []probe) {
 
 // Advice of the canary checks.
 const (
-	adviceFenceOpen = "the cluster's network plugin does not enforce NetworkPolicy (or not egress), or another NetworkPolicy opens sandboxes (see netpol); " +
+	adviceFenceOpen = "the cluster's network plugin does not enforce NetworkPolicy (or not egress): " +
 		"install one that enforces it and fails closed (Calico, Cilium, kube-router's firewall) before running agents"
 	adviceIdentity = "the fence opens the API server's addresses (the EndpointSlices of Service default/kubernetes) to a sandbox with an identity; " +
 		"check that the network plugin applies ipBlock egress rules after Service address translation, and that no other NetworkPolicy denies it"
@@ -197,10 +197,21 @@ const (
 		"(one that fails closed while it is down blocks every new pod, the control pod too)"
 )
 
+// fenceOpenAdvice says why a sandbox reached too far: the NetworkPolicies
+// that open sandboxes (openers) when there are any, else a network plugin
+// that does not enforce NetworkPolicy.
+func fenceOpenAdvice(openers []string) string {
+	if len(openers) == 0 {
+		return adviceFenceOpen
+	}
+	return "NetworkPolicy " + strings.Join(openers, ", ") + " opens sandboxes (see netpol): narrow or delete it, then run the doctor again"
+}
+
 // judgeCanary turns the three reports (control, fenced, identity) into the
-// canary's two checks. A control that could not reach the target makes
-// both inconclusive.
-func judgeCanary(t canaryTargets, reports [3]map[string]probeResult, identityFrom string) []checkResult {
+// canary's two checks; openers are the NetworkPolicies known to open
+// sandboxes. A control that could not reach the target makes both
+// inconclusive.
+func judgeCanary(t canaryTargets, reports [3]map[string]probeResult, identityFrom string, openers []string) []checkResult {
 	control, fenced, identity := canaryProbes(t)
 	if c := judgeProbes(control, reports[0]); c.Problem != "" || len(c.Unreached) > 0 {
 		why := c.Problem
@@ -216,7 +227,7 @@ func judgeCanary(t canaryTargets, reports [3]map[string]probeResult, identityFro
 	case f.Problem != "":
 		out = append(out, failed("canary", adviceInconclusive, "the sandbox without identity proves nothing: %s", f.Problem))
 	case len(f.Reached) > 0:
-		out = append(out, failed("canary", adviceFenceOpen, "a sandbox without identity reached %s", strings.Join(f.Reached, ", ")))
+		out = append(out, failed("canary", fenceOpenAdvice(openers), "a sandbox without identity reached %s", strings.Join(f.Reached, ", ")))
 	default:
 		out = append(out, passed("canary", "a sandbox without identity reached none of %s", strings.Join(f.Right, ", ")))
 	}
@@ -225,7 +236,7 @@ func judgeCanary(t canaryTargets, reports [3]map[string]probeResult, identityFro
 	case id.Problem != "":
 		out = append(out, failed("canary-identity", adviceInconclusive, "the sandbox with %s proves nothing: %s", identityFrom, id.Problem))
 	case len(id.Reached) > 0 || len(id.Unreached) > 0:
-		out = append(out, identityFailure(identityFrom, id))
+		out = append(out, identityFailure(identityFrom, id, openers))
 	default:
 		out = append(out, passed("canary-identity", "a sandbox with %s reached the API server and none of %s",
 			identityFrom, strings.Join(id.Right[1:], ", ")))
@@ -235,7 +246,7 @@ func judgeCanary(t canaryTargets, reports [3]map[string]probeResult, identityFro
 
 // identityFailure says what the sandbox with an identity reached that it
 // must not, and what it must reach but could not.
-func identityFailure(identityFrom string, v probeVerdict) checkResult {
+func identityFailure(identityFrom string, v probeVerdict, openers []string) checkResult {
 	var parts, advice []string
 	if len(v.Unreached) > 0 {
 		parts = append(parts, "could not reach "+strings.Join(v.Unreached, ", "))
@@ -243,7 +254,7 @@ func identityFailure(identityFrom string, v probeVerdict) checkResult {
 	}
 	if len(v.Reached) > 0 {
 		parts = append(parts, "reached "+strings.Join(v.Reached, ", "))
-		advice = append(advice, adviceFenceOpen)
+		advice = append(advice, fenceOpenAdvice(openers))
 	}
 	return failed("canary-identity", strings.Join(advice, "; and "), "a sandbox with %s %s", identityFrom, strings.Join(parts, " and "))
 }

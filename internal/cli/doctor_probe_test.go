@@ -100,33 +100,39 @@ func TestJudgeCanary(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		reports [3]map[string]probeResult
+		openers []string
 		want    []string
 	}{
-		{"fence holds", [3]map[string]probeResult{control, fenced, identity}, []string{
+		{"fence holds", [3]map[string]probeResult{control, fenced, identity}, nil, []string{
 			"ok   canary: a sandbox without identity reached none of the API server's Service 10.96.0.1:443, the API server at 192.168.50.2:6443, the canary Service 10.96.7.7:8080, the canary pod [fd00::7]:8080",
 			"ok   canary-identity: a sandbox with an identity reached the API server and none of the canary Service 10.96.7.7:8080, the canary pod [fd00::7]:8080",
 		}},
 		{"NetworkPolicy ignored", [3]map[string]probeResult{control, report([]string{"api", "endpoint", "service", "pod"}, "api"),
-			report([]string{"api", "service", "pod"}, "api")}, []string{
+			report([]string{"api", "service", "pod"}, "api")}, nil, []string{
 			"FAIL canary: a sandbox without identity reached the API server's Service 10.96.0.1:443 (HTTP 200), the API server at 192.168.50.2:6443 (HTTP 200), " +
 				"the canary Service 10.96.7.7:8080 (HTTP 200), the canary pod [fd00::7]:8080 (HTTP 200). Fix: " + adviceFenceOpen,
 			"FAIL canary-identity: a sandbox with an identity reached the canary Service 10.96.7.7:8080 (HTTP 200), the canary pod [fd00::7]:8080 (HTTP 200). Fix: " + adviceFenceOpen,
 		}},
-		{"identity blocked", [3]map[string]probeResult{control, fenced, report(nil, "api", "service", "pod")}, []string{
+		{"NetworkPolicy opens", [3]map[string]probeResult{control, report([]string{"service", "pod"}, "api", "endpoint"), identity}, []string{"allow-all"}, []string{
+			"FAIL canary: a sandbox without identity reached the canary Service 10.96.7.7:8080 (HTTP 200), the canary pod [fd00::7]:8080 (HTTP 200). " +
+				"Fix: NetworkPolicy allow-all opens sandboxes (see netpol): narrow or delete it, then run the doctor again",
+			"ok   canary-identity: ",
+		}},
+		{"identity blocked", [3]map[string]probeResult{control, fenced, report(nil, "api", "service", "pod")}, nil, []string{
 			"ok   canary: ",
 			"FAIL canary-identity: a sandbox with an identity could not reach the API server's Service 10.96.0.1:443 (no answer within 3s). Fix: " + adviceIdentity,
 		}},
-		{"control blocked", [3]map[string]probeResult{report(nil, "service", "pod"), fenced, identity}, []string{
+		{"control blocked", [3]map[string]probeResult{report(nil, "service", "pod"), fenced, identity}, nil, []string{
 			"FAIL canary: the unfenced control pod proves nothing: it could not reach the canary Service 10.96.7.7:8080 (no answer within 3s), the canary pod [fd00::7]:8080 (no answer within 3s). Fix: " + adviceInconclusive,
 			"FAIL canary-identity: the unfenced control pod proves nothing",
 		}},
-		{"no curl", [3]map[string]probeResult{control, {"api": {Exit: 127, HTTPCode: "000"}}, identity}, []string{
+		{"no curl", [3]map[string]probeResult{control, {"api": {Exit: 127, HTTPCode: "000"}}, identity}, nil, []string{
 			"FAIL canary: the sandbox without identity proves nothing: the image has no curl",
 			"ok   canary-identity: ",
 		}},
 	} {
 		var b strings.Builder
-		writeReport(&b, judgeCanary(testTargets, tc.reports, "an identity"))
+		writeReport(&b, judgeCanary(testTargets, tc.reports, "an identity", tc.openers))
 		lines := strings.Split(b.String(), "\n")
 		for i, want := range tc.want {
 			if !strings.HasPrefix(lines[i], want) {

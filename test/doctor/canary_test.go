@@ -349,8 +349,10 @@ func TestDoctorCanaryFailsWithAllowAllEgress(t *testing.T) {
 	g.Expect(res.Code).To(Equal(cli.ExitFailed), "stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
 	g.Expect(lines(res.Stdout, "FAIL")).To(ConsistOf(
 		HavePrefix("FAIL netpol: in "+ns+", NetworkPolicy allow-all-egress selects every pod of the namespace"),
-		HavePrefix("FAIL canary: a sandbox without identity reached the API server's Service"),
-		HavePrefix("FAIL canary-identity: a sandbox with an identity reached the canary Service"),
+		And(HavePrefix("FAIL canary: a sandbox without identity reached the API server's Service"),
+			HaveSuffix("Fix: NetworkPolicy allow-all-egress opens sandboxes (see netpol): narrow or delete it, then run the doctor again")),
+		And(HavePrefix("FAIL canary-identity: a sandbox with an identity reached the canary Service"),
+			HaveSuffix("Fix: NetworkPolicy allow-all-egress opens sandboxes (see netpol): narrow or delete it, then run the doctor again")),
 	))
 	g.Expect(leftovers(g, ns)).To(BeZero())
 }

@@ -186,7 +186,7 @@ func TestDoctorPassesOnACorrectInstall(t *testing.T) {
 		"ok   crds: skills, agents, commandpolicies, commandruns of kubeskills.io are Established",
 		"ok   admission: kubeskills-agent-references, kubeskills-commandpolicy-identity, kubeskills-commandrun-agent, kubeskills-commandrun-identity are installed, each bound with Deny",
 		"ok   operator: Deployment kubeskills-system/kubeskills is Available (1/1 ready)",
-		"ok   agent-rbac: the ServiceAccounts of 2 Agents in " + ns + " may file and follow CommandRuns and nothing more",
+		"ok   agent-rbac: the ServiceAccounts of the 2 Agents in " + ns + " may file and follow CommandRuns and nothing more",
 		"ok   netpol: no NetworkPolicy of " + ns + " opens sandbox pods beyond their fence",
 		"The cluster is fit for kubeskills: 5 checks passed.",
 	}
