@@ -297,16 +297,27 @@ run kube-proxy "$bin/kube-proxy" --config="$state/etc/proxy.yaml"
 wait_for "node Ready" 90 k wait --for=condition=Ready "node/$node_name" --timeout=1s
 log "node ready in $((SECONDS - cluster_start))s"
 
-# NetworkPolicy: kube-router's policy controller only. It reads its Node
-# (so it starts once the node exists), pods, namespaces and policies, and
-# writes iptables chains and ipsets in this namespace. Its only advisory
-# on v2.1.0 (GHSA-phqm-jgc3-qf8g) is in the service proxy, never started.
+# NetworkPolicy: kube-router's policy controller only. Facts it needs:
+# - its Node, by --hostname-override (else it looks up the machine's host
+#   name and exits), so it starts once the node exists; it fences the pods
+#   whose status.hostIP is that Node's InternalIP;
+# - its own identity: the static token user kube-router, bound to the role
+#   in addons.yaml (read pods, namespaces, nodes, policies and what its
+#   informers watch), not system:masters;
+# - Debian's iptables, iptables-save/-restore and ipset: it writes chains
+#   (KUBE-ROUTER-*, KUBE-NWPLCY-*, KUBE-POD-FW-*) and ipsets in this
+#   namespace, so they go with the namespace on teardown; the same iptables
+#   backend (nf_tables) as kube-proxy;
+# - bridged pod-to-pod traffic through iptables (br_netfilter, above).
+# Its only advisory on v2.1.0 (GHSA-phqm-jgc3-qf8g) is in the service
+# proxy, which --run-service-proxy=false never starts.
 run kube-router "$addons/kube-router" \
   --run-firewall=true --run-router=false --run-service-proxy=false \
   --kubeconfig="$state/etc/kube-router.kubeconfig" --hostname-override="$node_name" \
   --service-cluster-ip-range="$service_cidr" --health-port=20244 --metrics-port=0
-# Fail closed: health, then the chains its first sync writes, then the
-# canary (after DNS, which it aims at).
+# Fail closed: health (it answers 200 before its first sync, so it only
+# proves the process serves), then the chains its first sync writes, then
+# the canary (after DNS, which it aims at).
 wait_for "kube-router health" 60 in_netns curl -sf "$kube_router_health"
 kube_router_chains() {
   in_netns iptables -S FORWARD | grep -q -- '-j KUBE-ROUTER-FORWARD' &&
