@@ -98,7 +98,7 @@ func TestEndToEnd(t *testing.T) {
 		name string
 		run  func(*testing.T, *state)
 	}{
-		{"0 the toolbox runs", toolboxRuns},
+		{"0 the toolbox runs and the fence is enforced", toolboxRuns},
 		{"1 helm install the operator", installOperator},
 		{"2 skills valid invalid and large", applySkills},
 		{"3 helm install an agent", installAgent},
@@ -124,9 +124,14 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // toolboxRuns proves the sandbox image runs before anything builds on it:
-// its bash, kubectl (the cluster's version), jq and curl start.
+// its bash, kubectl (the cluster's version), jq and curl start. And that
+// the cluster enforces NetworkPolicy: the fence canary of cluster-up
+// passes again, so a stopped enforcer fails the run here.
 func toolboxRuns(t *testing.T, _ *state) {
 	g := NewWithT(t)
+	if out, err := c.command(filepath.Join(c.root, "hack", "cluster", "check-fence.sh")); err != nil {
+		t.Fatalf("the cluster does not enforce NetworkPolicy: %v\n%s", err, out)
+	}
 	key := client.ObjectKey{Namespace: "default", Name: "toolbox-check"}
 	c.mustKubectl(t, "run", key.Name, "-n", key.Namespace, "--image", toolbox, "--image-pull-policy", "Never",
 		"--restart", "Never", "--command", "--", "bash", "-c", "kubectl version --client && jq --version && curl --version")
