@@ -235,19 +235,7 @@ func applySkills(t *testing.T, s *state) {
 
 func installAgent(t *testing.T, s *state) {
 	g := NewWithT(t)
-	ctx := context.Background()
-	c.mustHelm(t, "upgrade", "--install", agentName, "charts/agent", "-n", ns, "-f", "test/e2e/testdata/agent-values.yaml",
-		"--set", fmt.Sprintf("model.baseURL=http://%s:8080/v1", serviceIP(t, "model")))
-	g.Eventually(func(g Gomega) {
-		var a skillsv1.Agent
-		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentName}, &a)).To(Succeed())
-		g.Expect(apimeta.IsStatusConditionTrue(a.Status.Conditions, skillsv1.ReadyCondition)).To(BeTrue(), "%v", a.Status.Conditions)
-	}, 3*time.Minute, time.Second).Should(Succeed())
-	c.mustKubectl(t, "rollout", "status", "-n", ns, "deployment/agent-"+agentName, "--timeout=2m")
-
-	var secret corev1.Secret
-	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentName + "-token"}, &secret)).To(Succeed())
-	s.agent = agentAPI{url: c.portForward(t, ns, "agent-"+agentName, 80), token: string(secret.Data["token"])}
+	s.agent = installAgentWith(t, agentName, "test/e2e/testdata/agent-values.yaml")
 	s.podUID = agentPod(t).UID
 
 	var catalog struct {
@@ -266,6 +254,25 @@ func installAgent(t *testing.T, s *state) {
 		g.Expect(names).To(ContainElements("fetch-fixture", "cluster-health", "large-runbook"))
 		g.Expect(names).NotTo(ContainElement("broken"))
 	}, time.Minute, time.Second).Should(Succeed())
+}
+
+// installAgentWith installs an agent with the chart and a values file and
+// returns its API once the Agent is Ready and its Deployment runs.
+func installAgentWith(t *testing.T, name, values string) agentAPI {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	c.mustHelm(t, "upgrade", "--install", name, "charts/agent", "-n", ns, "-f", values,
+		"--set", fmt.Sprintf("model.baseURL=http://%s:8080/v1", serviceIP(t, "model")))
+	g.Eventually(func(g Gomega) {
+		var a skillsv1.Agent
+		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &a)).To(Succeed())
+		g.Expect(apimeta.IsStatusConditionTrue(a.Status.Conditions, skillsv1.ReadyCondition)).To(BeTrue(), "%v", a.Status.Conditions)
+	}, 3*time.Minute, time.Second).Should(Succeed())
+	c.mustKubectl(t, "rollout", "status", "-n", ns, "deployment/agent-"+name, "--timeout=2m")
+	var secret corev1.Secret
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-token"}, &secret)).To(Succeed())
+	return agentAPI{url: c.portForward(t, ns, "agent-"+name, 80), token: string(secret.Data["token"])}
 }
 
 // agentPod is the agent's one running pod.

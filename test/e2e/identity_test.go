@@ -13,7 +13,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -32,29 +31,6 @@ const (
 	// apiServerIP is the ClusterIP of the kubernetes Service.
 	apiServerIP = "10.96.0.1"
 )
-
-// installAgentWith installs an agent with the chart and values file and
-// returns its API once its Deployment runs.
-func installAgentWith(t *testing.T, name, values string, set ...string) agentAPI {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	args := []string{"upgrade", "--install", name, "charts/agent", "-n", ns, "-f", values,
-		"--set", fmt.Sprintf("model.baseURL=http://%s:8080/v1", serviceIP(t, "model"))}
-	for _, s := range set {
-		args = append(args, "--set", s)
-	}
-	c.mustHelm(t, args...)
-	g.Eventually(func(g Gomega) {
-		var a skillsv1.Agent
-		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &a)).To(Succeed())
-		g.Expect(apimeta.IsStatusConditionTrue(a.Status.Conditions, skillsv1.ReadyCondition)).To(BeTrue(), "%v", a.Status.Conditions)
-	}, 3*time.Minute, time.Second).Should(Succeed())
-	c.mustKubectl(t, "rollout", "status", "-n", ns, "deployment/agent-"+name, "--timeout=2m")
-	var secret corev1.Secret
-	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-token"}, &secret)).To(Succeed())
-	return agentAPI{url: c.portForward(t, ns, "agent-"+name, 80), token: string(secret.Data["token"])}
-}
 
 // podIP is the IP of the running pod of a fixture Deployment.
 func podIP(t *testing.T, app string) string {
