@@ -112,6 +112,8 @@ func TestEndToEnd(t *testing.T) {
 		{"11 commands operate the cluster with the policy's identity", commandsOperateTheCluster},
 		{"12 the token stays in the sandbox and dies with it", tokenStaysInTheSandbox},
 		{"13 the fence holds without identity and opens exactly", fenceHolds},
+		{"14 the doctor passes and finds an allow-all egress policy", doctorFindsAnOpenFence},
+		{"15 the doctor finds a stopped enforcer", doctorFindsAStoppedEnforcer},
 	}
 	for _, step := range steps {
 		start := time.Now()
