@@ -242,16 +242,24 @@ func (c *commander) events(ctx context.Context, w watch.Interface, run *skillsv1
 }
 
 // limits are the timers of one wait: the command wait, and the approval
-// wait that starts when the run is first seen awaiting approval.
+// wait that runs only while the run awaits approval.
 type limits struct {
 	deadline     *time.Timer
 	approval     *time.Timer
 	approvalWait time.Duration
 }
 
+// see starts the approval wait when the run is first seen awaiting
+// approval, and stops it once the run leaves that phase: an approved run
+// is then waited for as any other, within the command wait.
 func (l *limits) see(run *skillsv1.CommandRun) {
-	if run.Status.Phase == skillsv1.PhaseAwaitingApproval && l.approval == nil {
+	awaiting := run.Status.Phase == skillsv1.PhaseAwaitingApproval
+	switch {
+	case awaiting && l.approval == nil:
 		l.approval = time.NewTimer(l.approvalWait)
+	case !awaiting && l.approval != nil:
+		l.approval.Stop()
+		l.approval = nil
 	}
 }
 

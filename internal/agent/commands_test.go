@@ -312,3 +312,28 @@ func TestExpiredCommand(t *testing.T) {
 	g.Expect(res["phase"]).To(Equal("Expired"))
 	g.Expect(res["decision"]).To(HaveKeyWithValue("action", "Ask"))
 }
+
+// TestApprovedCommandIsWaitedFor: a person approves a command while the
+// chat waits on it. Once the run leaves AwaitingApproval the approval wait
+// no longer applies: the chat keeps waiting, past the approval wait and
+// within the command wait, and answers with the command's output instead
+// of a stale "awaiting approval".
+func TestApprovedCommandIsWaitedFor(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	const approvalWait = 2 * time.Second
+	f, alice := commandFixture(t, nil, func(c *agent.Config) { c.ApprovalWait = approvalWait },
+		modeltest.Tools(modeltest.Call("run_command", map[string]string{"command": "kubectl rollout restart deploy/web"})),
+		answerWithOutput())
+
+	answer := f.chatAsync("restart web")
+	run := waitRun(t, f.ns, "kubectl rollout restart deploy/web", skillsv1.PhaseAwaitingApproval)
+	run.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "planned"}
+	g.Expect(alice.Update(ctx, run)).To(Succeed())
+	waitRun(t, f.ns, run.Spec.Command, skillsv1.PhaseRunning)
+
+	g.Consistently(answer, approvalWait+time.Second, interval).ShouldNot(Receive(),
+		"an approved, running command is still waited for once the approval wait has passed")
+	finishJob(t, f.ns, run.Name, &runner.Result{Stdout: "deployment.apps/web restarted\n"})
+	g.Eventually(answer, timeout).Should(Receive(Equal("Output: deployment.apps/web restarted\n")))
+}

@@ -41,8 +41,12 @@ var operator *operatortest.Operator
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env, k8s = e, e.Client
-		// Identities on CommandRuns are checked as the operator ships them.
-		if err := e.ApplyFiles(context.Background(), "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
+		// The operator's RBAC (the approver role among it) and the
+		// identities on CommandRuns are checked as the operator ships them.
+		if _, err := e.InstallOperatorConfig(context.Background(), "rbac"); err != nil {
+			panic(err)
+		}
+		if err := e.ApplyFiles(context.Background(), "config/admission/commandrun-identity.yaml"); err != nil {
 			panic(err)
 		}
 		var err error
