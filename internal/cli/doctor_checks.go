@@ -30,6 +30,7 @@ var admissionPolicies = []string{
 	"kubeskills-commandpolicy-identity",
 	"kubeskills-commandrun-agent",
 	"kubeskills-commandrun-identity",
+	"kubeskills-commandrun-records",
 }
 
 // admissionPrefix starts the name of every admission policy of kubeskills;

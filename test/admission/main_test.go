@@ -31,6 +31,9 @@ var (
 	env *testenv.Env
 	// admin sets the scene: namespaces, Agents, policies, role bindings.
 	admin client.Client
+	// operator authenticates as the operator's ServiceAccount, bound by
+	// config/rbac.
+	operator *testenv.Env
 )
 
 const (
@@ -42,7 +45,8 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env, admin = e, e.Client
 		ctx := context.Background()
-		operator, err := e.InstallOperatorConfig(ctx, "rbac", "admission")
+		var err error
+		operator, err = e.InstallOperatorConfig(ctx, "rbac", "admission")
 		if err != nil {
 			panic(err)
 		}
