@@ -184,7 +184,7 @@ run kube-apiserver "$bin/kube-apiserver" \
   --service-cluster-ip-range="$service_cidr" \
   --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
   --client-ca-file="$pki/ca.crt" --token-auth-file="$pki/tokens.csv" \
-  --authorization-mode=Node,RBAC \
+  --authorization-mode=Node,RBAC --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
   --kubelet-client-certificate="$pki/kubelet-client.crt" --kubelet-client-key="$pki/kubelet-client.key" \

@@ -46,13 +46,28 @@ type Operator struct {
 }
 
 // Start runs the operator's manager as cmd/manager builds it, with the test
-// images, reading sandbox results from the pods FinishJob writes. Zero
-// fields of o get test defaults. The manager logs to stderr only when
+// images, reading sandbox results from the pods FinishJob writes. The
+// manager runs as the operator's ServiceAccount, bound by config/rbac
+// (installed here unless e already is that identity), never as an admin.
+// Zero fields of o get test defaults; metrics and probes are off unless o
+// gives their address. The manager logs to stderr only when
 // KUBESKILLS_TEST_LOG is set.
 func Start(e *testenv.Env, o manager.Options) (*Operator, error) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(testLog())))
 	op := &Operator{}
-	o.MetricsAddr, o.ProbeAddr = "0", "0"
+	operator := e
+	if !e.IsOperator() {
+		var err error
+		if operator, err = e.InstallOperatorConfig(context.Background(), "rbac"); err != nil {
+			return nil, err
+		}
+	}
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = "0"
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = "0"
+	}
 	// Tests may run a second manager beside the first, as a restart does.
 	o.SkipControllerNameValidation = true
 	o.SkillWorkers, o.RunWorkers = max(o.SkillWorkers, 2), max(o.RunWorkers, 2)
@@ -66,7 +81,7 @@ func Start(e *testenv.Env, o manager.Options) (*Operator, error) {
 		o.Results = &controller.PodResultReader{Pods: e.Client, Logs: op.log}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := manager.New(ctx, e.Config, o)
+	mgr, err := manager.New(ctx, operator.Config, o)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -32,6 +33,10 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 )
 
+// AdmissionPlugins are enabled on the test API server beside kube-apiserver's
+// defaults.
+var AdmissionPlugins = []string{"OwnerReferencesPermissionEnforcement"}
+
 // Env is a running control plane.
 type Env struct {
 	// Config reaches the API server as a cluster admin.
@@ -43,7 +48,18 @@ type Env struct {
 
 	env        *envtest.Environment
 	namespaces atomic.Int64
+
+	// installed holds the folders of config/ InstallOperatorConfig
+	// created, and operator the Env that authenticates as their
+	// ServiceAccount.
+	mu        sync.Mutex
+	installed map[string]bool
+	operator  *Env
 }
+
+// IsOperator tells whether the Env authenticates as the operator's
+// ServiceAccount, bound by config/rbac.
+func (e *Env) IsOperator() bool { return e.env == nil && e.Config != nil }
 
 // RepoRoot is the root of the kubeskills checkout.
 func RepoRoot() string {
@@ -67,6 +83,10 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	// Refuse, as hardened clusters and OpenShift do, an owner reference
+	// with blockOwnerDeletion from a user who may not update the owner's
+	// finalizers. The plugins kube-apiserver enables by default stay on.
+	env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", AdmissionPlugins...)
 	cfg, err := env.Start()
 	if err != nil {
 		// Start can fail after the processes are up (installing the CRDs).
@@ -203,13 +223,23 @@ func (e *Env) ApplyFiles(ctx context.Context, paths ...string) error {
 // InstallOperatorConfig creates what `kubectl apply -k` of each folder of
 // config/ (e.g. "rbac", "admission") would, in the namespace
 // kubeskills-system, and returns an Env whose Config authenticates as the
-// ServiceAccount they hold: the operator under its own RBAC.
+// ServiceAccount they hold: the operator under its own RBAC. A folder
+// already installed is not created again, so tests may ask for the operator
+// more than once.
 func (e *Env) InstallOperatorConfig(ctx context.Context, dirs ...string) (*Env, error) {
-	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubeskills-system"}}); err != nil {
-		return nil, fmt.Errorf("failed to create namespace kubeskills-system: %w", err)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.installed == nil {
+		if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubeskills-system"}}); err != nil {
+			return nil, fmt.Errorf("failed to create namespace kubeskills-system: %w", err)
+		}
+		e.installed = map[string]bool{}
 	}
 	user := ""
 	for _, dir := range dirs {
+		if e.installed[dir] {
+			continue
+		}
 		data, err := KustomizeBuild(filepath.Join(RepoRoot(), "config", dir))
 		if err != nil {
 			return nil, err
@@ -218,11 +248,15 @@ func (e *Env) InstallOperatorConfig(ctx context.Context, dirs ...string) (*Env, 
 		if err != nil {
 			return nil, err
 		}
+		e.installed[dir] = true
 		for _, u := range objs {
 			if u.GetKind() == "ServiceAccount" {
 				user = "system:serviceaccount:" + u.GetNamespace() + ":" + u.GetName()
 			}
 		}
+	}
+	if e.operator != nil {
+		return e.operator, nil
 	}
 	if user == "" {
 		return nil, fmt.Errorf("config/{%s} holds no ServiceAccount", strings.Join(dirs, ","))
@@ -231,7 +265,8 @@ func (e *Env) InstallOperatorConfig(ctx context.Context, dirs ...string) (*Env, 
 	if err != nil {
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: e.Client, Scheme: e.Scheme}, nil
+	e.operator = &Env{Config: cfg, Client: e.Client, Scheme: e.Scheme}
+	return e.operator, nil
 }
 
 // create creates every object of a YAML stream read from source, in order,
