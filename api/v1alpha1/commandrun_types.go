@@ -327,6 +327,7 @@ type CommandRunStatus struct {
 // +kubebuilder:printcolumn:name="Skill",type=string,JSONPath=`.spec.skill`,priority=10
 // +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.serviceAccountName`,priority=10
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.decision.reason`,priority=10
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it labels the run's Job and pod (kubeskills.io/commandrun), and a label value holds no more"
 type CommandRun struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
