@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -100,7 +101,10 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 	before := run.DeepCopy()
-	result, err := r.reconcile(ctx, run)
+	// written is the run as last written: a decision is written before its
+	// Job is created, in the course of the pass.
+	written := before.DeepCopy()
+	result, err := r.reconcile(ctx, run, written)
 	if err != nil && run.Status.Phase == "" {
 		// Not judged yet: say so, rather than leave a run without conditions.
 		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", err))
@@ -110,7 +114,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		// Come back once the status is written, to prune the history.
 		result = ctrl.Result{RequeueAfter: time.Second}
 	}
-	return result, errors.Join(err, patchStatus(ctx, r.Client, before, run, before.Status, run.Status))
+	return result, errors.Join(err, patchStatus(ctx, r.Client, written, run, written.Status, run.Status))
 }
 
 // reconcile is the ordered list of steps:
@@ -123,9 +127,11 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 //     again when the content changed since (Never ends the run: Denied);
 //  4. Ask waits for an approval of the decision in force until the policy's
 //     approval timeout (AwaitingApproval, then Denied or Expired);
-//  5. Always or approved: the sandbox Job is created from the content the
-//     decision was taken on (Running).
-func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
+//  5. Always or approved: the decision is written, then the sandbox Job is
+//     created from the content it was taken on (Running). A Job never
+//     runs under a decision that is not recorded, and a pass that finds
+//     the Job follows it (step 2) under the decision recorded.
+func (r *CommandRunReconciler) reconcile(ctx context.Context, run, written *skillsv1.CommandRun) (ctrl.Result, error) {
 	// A change to an ended run (an approval that came too late) is observed,
 	// though it changes nothing else: kstatus reads observedGeneration.
 	run.Status.ObservedGeneration = run.Generation
@@ -171,7 +177,27 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.Comm
 			return ctrl.Result{}, nil
 		}
 	}
+	if err := r.recordDecision(ctx, written, run); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, r.startJob(ctx, run, pol, skl)
+}
+
+// recordDecision writes the run's status when its decision is not the one
+// written yet, before the Job that runs under it is created: a status
+// write lost after the Job started must not leave a running command whose
+// decision a later pass takes anew, on the policy as it is then. written
+// becomes what was written.
+func (r *CommandRunReconciler) recordDecision(ctx context.Context, written, run *skillsv1.CommandRun) error {
+	if equality.Semantic.DeepEqual(written.Status.Decision, run.Status.Decision) {
+		return nil
+	}
+	setRunPhase(run, skillsv1.PhasePending, "The decision is recorded; creating the command's Job")
+	if err := patchStatus(ctx, r.Client, written, run, written.Status, run.Status); err != nil {
+		return fmt.Errorf("failed to record the decision before creating the Job: %w", err)
+	}
+	written.Status = *run.Status.DeepCopy()
+	return nil
 }
 
 // decide judges the command against the policy, narrowed by the skill's
@@ -296,6 +322,9 @@ func (r *CommandRunReconciler) awaitApproval(run *skillsv1.CommandRun) (time.Dur
 		}
 		endRun(run, skillsv1.PhaseDenied, msg, r.now())
 		return 0, false
+	case a != nil && a.Decision == skillsv1.Approved && selfApproval(run) != "":
+		endRun(run, skillsv1.PhaseDenied, selfApproval(run), r.now())
+		return 0, false
 	case a.Answers(d, run.Generation):
 		return 0, false
 	}
@@ -308,12 +337,39 @@ func (r *CommandRunReconciler) awaitApproval(run *skillsv1.CommandRun) (time.Dur
 	return left, true
 }
 
+// selfApproval says why the run's approval does not count, "" when it
+// may: nobody approves their own command, nor does an approval that names
+// nobody. Admission refuses both; the controller does not rely on it, since
+// a cluster may lack the admission policy or its binding.
+func selfApproval(run *skillsv1.CommandRun) string {
+	a := run.Spec.Approval
+	switch {
+	case a == nil:
+		return ""
+	case a.Approver == "":
+		return "The approval does not count: it names no approver, so it cannot be told apart from the requester's own; " +
+			"no Job was created. " + admissionHint
+	case a.Approver == run.Spec.RequestedBy:
+		return fmt.Sprintf("The approval by %q does not count: %q requested the command, and nobody may approve their own "+
+			"command; no Job was created. %s", a.Approver, run.Spec.RequestedBy, admissionHint)
+	}
+	return ""
+}
+
+// admissionHint names what should have refused an approval that does not
+// count.
+const admissionHint = "The ValidatingAdmissionPolicy kubeskills-commandrun-identity and its binding, which refuse such " +
+	"an approval, are not in force on this cluster"
+
 // collect applies the policy's history to the finished runs of the run's
 // agent: those older than maxAge or beyond the newest maxRuns are deleted,
 // with their Jobs and NetworkPolicies. Each run that finishes does it, so
 // the history is pruned as runs end; the run comes back when it ages out.
 func (r *CommandRunReconciler) collect(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
-	maxRuns, maxAge := r.history(ctx, run)
+	maxRuns, maxAge, err := r.history(ctx, run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	var runs skillsv1.CommandRunList
 	if err := r.List(ctx, &runs, client.InNamespace(run.Namespace), client.MatchingFields{IndexRunAgent: run.Spec.Agent}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list CommandRuns of agent %s: %w", run.Spec.Agent, err)
@@ -331,12 +387,22 @@ func (r *CommandRunReconciler) collect(ctx context.Context, run *skillsv1.Comman
 }
 
 // history returns how many finished runs, and for how long, the policy
-// keeps; the defaults when the policy is gone.
-func (r *CommandRunReconciler) history(ctx context.Context, run *skillsv1.CommandRun) (int, time.Duration) {
+// keeps; the defaults when the run names no policy or the policy is gone.
+// A policy that cannot be read is an error: the defaults could prune runs
+// the policy keeps longer.
+func (r *CommandRunReconciler) history(ctx context.Context, run *skillsv1.CommandRun) (int, time.Duration, error) {
 	maxRuns, maxAge := defaultHistoryRuns, defaultHistoryAge
+	if run.Status.Decision == nil || run.Status.Decision.Policy == "" {
+		return maxRuns, maxAge, nil
+	}
 	pol := &skillsv1.CommandPolicy{}
-	if run.Status.Decision == nil || r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Status.Decision.Policy}, pol) != nil {
-		return maxRuns, maxAge
+	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Status.Decision.Policy}, pol)
+	switch {
+	case apierrors.IsNotFound(err):
+		return maxRuns, maxAge, nil
+	case err != nil:
+		return 0, 0, fmt.Errorf("failed to get CommandPolicy %s/%s, which says how long finished runs are kept: %w",
+			run.Namespace, run.Status.Decision.Policy, err)
 	}
 	if h := pol.Spec.History; h != nil {
 		if h.MaxRuns != nil {
@@ -346,7 +412,7 @@ func (r *CommandRunReconciler) history(ctx context.Context, run *skillsv1.Comman
 			maxAge = h.MaxAge.Duration
 		}
 	}
-	return maxRuns, maxAge
+	return maxRuns, maxAge, nil
 }
 
 // finishedNewestFirst returns the finished runs, most recently ended first.

@@ -27,10 +27,13 @@ import (
 func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun) (bool, error) {
 	job := &batchv1.Job{}
 	err := r.Get(ctx, client.ObjectKeyFromObject(run), job)
-	if apierrors.IsNotFound(err) && run.Status.JobName != "" {
-		// The cache may not hold a Job created a moment ago.
+	if apierrors.IsNotFound(err) && (run.Status.JobName != "" || run.Status.Decision != nil) {
+		// The cache may not hold a Job created a moment ago. Once a
+		// decision is recorded, its Job may exist though the status that
+		// says so was never written: the run must follow it, not be judged
+		// again.
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), job)
-		if apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) && run.Status.JobName != "" {
 			endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("The run's Job %s was deleted before it reported a result", run.Status.JobName), r.now())
 			return true, nil
 		}
@@ -47,6 +50,9 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 	run.Status.JobName = job.Name
 	// The identity the run used is the one its pod runs as.
 	run.Status.ServiceAccountName = job.Spec.Template.Spec.ServiceAccountName
+	if run.Status.StartTime == nil {
+		run.Status.StartTime = job.CreationTimestamp.DeepCopy()
+	}
 	finished, deadlineExceeded := jobFinished(job)
 	if !finished {
 		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
@@ -76,9 +82,10 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 		Run: run, Policy: pol, Skill: skl, SkillHash: run.Status.Decision.SkillHash,
 		RunnerImage: r.RunnerImage, DefaultImage: r.SandboxImage,
 	}
-	if a := run.Spec.Approval; a != nil && !a.Answers(run.Status.Decision, run.Generation) {
-		// An approval of an earlier decision is no approval of this one:
-		// the sandbox must not run what the policy asks about on its word.
+	if a := run.Spec.Approval; a != nil && (!a.Answers(run.Status.Decision, run.Generation) || selfApproval(run) != "") {
+		// An approval of an earlier decision is no approval of this one,
+		// nor is the requester's own: the sandbox must not run what the
+		// policy asks about on its word.
 		p.Run = run.DeepCopy()
 		p.Run.Spec.Approval = nil
 	}

@@ -1,0 +1,14 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// History exposes history to the package's external tests: how many
+// finished runs, and for how long, the run's policy keeps.
+func History(r *CommandRunReconciler, ctx context.Context, run *skillsv1.CommandRun) (int, time.Duration, error) {
+	return r.history(ctx, run)
+}
