@@ -76,7 +76,8 @@ build: ## Build the binaries into bin/.
 run: ## Run the manager against the cluster of the current kubeconfig.
 	go run ./cmd/manager
 
-# The sample agent's model for run-local: any OpenAI-compatible endpoint.
+# The sample agent's model for run-local: any OpenAI-compatible endpoint;
+# without MODEL_URL, the scripted model of hack/local/model-script.json.
 MODEL_URL ?=
 MODEL ?=
 

@@ -4,7 +4,11 @@
 // Ctrl-C.
 //
 //	go run ./hack/local            (what `make run-local` does)
-//	go run ./hack/local --smoke    (start, apply, check, stop)
+//	go run ./hack/local --smoke    (start, apply, check, chat once, stop)
+//
+// Without --model-base-url the sample agent talks to the scripted model of
+// internal/agent/modeltest, replaying hack/local/model-script.json, run
+// in-process.
 package main
 
 import (
@@ -25,6 +29,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
 	"github.com/kubeskills/kubeskills/internal/manager"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
@@ -40,9 +45,9 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.stateDir, "state-dir", filepath.Join(testenv.RepoRoot(), "bin", "local"), "Directory for the kubeconfig and logs.")
-	flag.BoolVar(&o.smoke, "smoke", false, "Start, apply the samples, check them and the agent (and chat once when --model-base-url is set), and stop.")
+	flag.BoolVar(&o.smoke, "smoke", false, "Start, apply the samples, check them and the agent, chat once, and stop.")
 	flag.StringVar(&o.agentBinary, "agent-binary", filepath.Join(testenv.RepoRoot(), "bin", "agent"), "The agent runtime binary (make build).")
-	flag.StringVar(&o.modelURL, "model-base-url", "", "OpenAI-compatible endpoint of the sample agent; the Agent's own when empty.")
+	flag.StringVar(&o.modelURL, "model-base-url", "", "OpenAI-compatible endpoint of the sample agent; the scripted model of hack/local/model-script.json when empty.")
 	flag.StringVar(&o.modelName, "model-name", "", "Model of the sample agent; the Agent's own when empty.")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -82,7 +87,9 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "Control plane up in %s, CRDs installed.\n", time.Since(start).Round(time.Millisecond))
 
-	mgr, err := manager.New(ctx, env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4, RunWorkers: 4, Image: manager.DefaultImage, SandboxImage: manager.DefaultSandboxImage})
+	// Its tests run it more than once in a process, a manager each time.
+	mgr, err := manager.New(ctx, env.Config, manager.Options{MetricsAddr: "0", ProbeAddr: "0", SkillWorkers: 4, RunWorkers: 4,
+		Image: manager.DefaultImage, SandboxImage: manager.DefaultSandboxImage, SkipControllerNameValidation: true})
 	if err != nil {
 		return err
 	}
@@ -104,6 +111,11 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	if err := kubectl(ctx, "apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "samples")); err != nil {
 		return err
 	}
+	model, err := scriptedModel(&o, out)
+	if err != nil {
+		return err
+	}
+	defer model()
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
 	agent, err := runAgent(agentCtx, env, o, "default", "ops")
@@ -111,7 +123,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if o.smoke {
-		return smoke(ctx, kubectl, agent, o.modelURL != "", out)
+		return smoke(ctx, kubectl, agent, out)
 	}
 	bin := filepath.Join(testenv.RepoRoot(), "bin")
 	fmt.Fprintf(out, `
@@ -144,8 +156,9 @@ Press Ctrl-C to stop.
 }
 
 // smoke checks what a newcomer sees: every kind is served, the samples are
-// Ready, and the agent serves its catalog behind its token.
-func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, agent *localAgent, chat bool, out io.Writer) error {
+// Ready, the agent serves its catalog behind its token, and a chat is
+// answered.
+func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, agent *localAgent, out io.Writer) error {
 	if err := kubectl(ctx, "wait", "--for=condition=Ready", "--timeout=60s", "skills", "--all"); err != nil {
 		return err
 	}
@@ -157,9 +170,6 @@ func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, 
 		return err
 	}
 	fmt.Fprintf(out, "GET /v1/skills: %s\n", body)
-	if !chat {
-		return nil
-	}
 	answer, err := agentCall(ctx, agent, http.MethodPost, "/v1/chat/completions",
 		`{"model":"ops","messages":[{"role":"user","content":"Is the cluster healthy?"}]}`)
 	if err != nil {
@@ -188,6 +198,28 @@ func agentCall(ctx context.Context, agent *localAgent, method, path, body string
 		return nil, fmt.Errorf("the agent answered %d to %s %s: %s (%v)", resp.StatusCode, method, path, answer, err)
 	}
 	return answer, nil
+}
+
+// scriptedModel starts, when o names no model, the scripted model of
+// hack/local/model-script.json on loopback (looping, so it answers every
+// chat) and points o at it. The returned func stops it.
+func scriptedModel(o *options, out io.Writer) (func(), error) {
+	if o.modelURL != "" {
+		return func() {}, nil
+	}
+	script := filepath.Join(testenv.RepoRoot(), "hack", "local", "model-script.json")
+	steps, err := modeltest.LoadSteps(script)
+	if err != nil {
+		return nil, fmt.Errorf("failed to load the scripted model's steps: %w", err)
+	}
+	model := modeltest.New(steps...)
+	model.Loop()
+	o.modelURL = model.URL()
+	if o.modelName == "" {
+		o.modelName = "scripted"
+	}
+	fmt.Fprintf(out, "The sample agent's model is the scripted model of %s on %s; set MODEL_URL (and MODEL) for a real one.\n", script, o.modelURL)
+	return model.Close, nil
 }
 
 // writeKubeconfig writes a cluster-admin kubeconfig for the control plane.
