@@ -6,6 +6,9 @@
 #   config/rbac/role.yaml                -> templates/rbac/manager-role.yaml
 #   config/rbac/approver_role.yaml       -> templates/rbac/approver-role.yaml
 #   config/rbac/runner_role.yaml         -> templates/rbac/runner-role.yaml
+#   config/rbac/viewer_role.yaml         -> templates/rbac/viewer-role.yaml
+#   config/rbac/editor_role.yaml         -> templates/rbac/editor-role.yaml
+#   config/rbac/metrics_reader_role.yaml -> templates/rbac/metrics-reader-role.yaml
 #   config/admission/*.yaml (but kustomization.yaml)
 #                                        -> templates/admission/ (behind admissionPolicy.enabled)
 #
@@ -25,9 +28,10 @@ header() {
 }
 
 # decorate ANNOTATIONS_TEMPLATE adds the chart's labels to every document's
-# metadata and, after an existing `annotations:` key, the given lines. It
+# metadata and, after an existing `annotations:` key, the given lines. Labels
+# the input already has must open its metadata; they follow the chart's. It
 # drops document separators at the start of the input and fails on input
-# that Helm would read as a template, or that already has labels.
+# that Helm would read as a template.
 decorate() {
   awk -v annotations="$1" '
     /[{][{]|[}][}]/ { print "template braces in input: " $0 > "/dev/stderr"; exit 1 }
@@ -37,15 +41,19 @@ decorate() {
       print "  labels:"
       print "    {{- include \"kubeskills.labels\" . | nindent 4 }}"
       meta = 1
+      first = 1
       next
     }
     /^[^ #]/ { meta = 0 }
-    meta && /^  labels:/ { print "labels already set: " $0 > "/dev/stderr"; exit 1 }
+    meta && first && /^  labels:$/ { first = 0; next }
+    meta && /^  labels:/ { print "labels must open metadata: " $0 > "/dev/stderr"; exit 1 }
     meta && /^  annotations:$/ {
+      first = 0
       print
       if (annotations != "") print annotations
       next
     }
+    meta && /^  [^ ]/ { first = 0 }
     { print }
   '
 }
@@ -94,6 +102,16 @@ TPL
   decorate "" <"$root/config/rbac/runner_role.yaml"
   echo "{{- end }}"
 } >"$templates/rbac/runner-role.yaml"
+
+for role in viewer editor metrics_reader; do
+  value=$(echo "$role" | awk -F_ '{ for (i = 2; i <= NF; i++) $i = toupper(substr($i, 1, 1)) substr($i, 2); print }' OFS='')Role
+  {
+    header "config/rbac/${role}_role.yaml"
+    echo "{{- if .Values.$value.create }}"
+    decorate "" <"$root/config/rbac/${role}_role.yaml"
+    echo "{{- end }}"
+  } >"$templates/rbac/${role//_/-}-role.yaml"
+done
 
 rm -f "$templates"/admission/*.yaml
 for src in "$root"/config/admission/*.yaml; do

@@ -56,8 +56,11 @@ func TestOperatorChartDefaults(t *testing.T) {
 
 	want := []string{
 		"ClusterRole/kubeskills-approver",
+		"ClusterRole/kubeskills-editor",
 		"ClusterRole/kubeskills-manager",
+		"ClusterRole/kubeskills-metrics-reader",
 		"ClusterRole/kubeskills-runner",
+		"ClusterRole/kubeskills-viewer",
 		"ClusterRoleBinding/kubeskills-manager",
 		"CustomResourceDefinition/agents.kubeskills.io",
 		"CustomResourceDefinition/commandpolicies.kubeskills.io",
@@ -70,10 +73,12 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"ValidatingAdmissionPolicy/kubeskills-commandpolicy-identity",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-identity",
+		"ValidatingAdmissionPolicy/kubeskills-commandrun-records",
 		"ValidatingAdmissionPolicyBinding/kubeskills-agent-references",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandpolicy-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-identity",
+		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-records",
 	}
 	if got := kindNames(objs); !slices.Equal(got, want) {
 		t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
@@ -96,8 +101,8 @@ func TestOperatorChartDefaults(t *testing.T) {
 	if o.LeaderElection {
 		t.Error("--leader-elect with one replica")
 	}
-	if o.MetricsAddr != ":8080" || o.ProbeAddr != ":8081" {
-		t.Errorf("--metrics-bind-address=%s --health-probe-bind-address=%s", o.MetricsAddr, o.ProbeAddr)
+	if o.MetricsAddr != ":8443" || !o.MetricsSecure || o.ProbeAddr != ":8081" {
+		t.Errorf("--metrics-bind-address=%s --metrics-secure=%t --health-probe-bind-address=%s", o.MetricsAddr, o.MetricsSecure, o.ProbeAddr)
 	}
 	checkProbes(t, c)
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
@@ -111,11 +116,14 @@ func TestOperatorChartDefaults(t *testing.T) {
 	checkRBAC(t, objs, "kubeskills", "kubeskills")
 	checkSynced(t, objs, "config/rbac/approver_role.yaml")
 	checkSynced(t, objs, "config/rbac/runner_role.yaml")
+	checkSynced(t, objs, "config/rbac/viewer_role.yaml")
+	checkSynced(t, objs, "config/rbac/editor_role.yaml")
+	checkSynced(t, objs, "config/rbac/metrics_reader_role.yaml")
 	checkSynced(t, objs, "config/admission/commandrun-identity.yaml")
 	checkSynced(t, objs, "config/admission/commandrun-agent.yaml")
 	checkSynced(t, objs, "config/admission/agent-references.yaml")
 	checkSynced(t, objs, "config/admission/commandpolicy-identity.yaml")
-	checkMetricsService(t, objs, d, 8080)
+	checkMetricsService(t, objs, d, 8443)
 }
 
 // TestOperatorChartValues renders the operator chart with other values.
@@ -350,12 +358,18 @@ func stripChartMetadata(u *unstructured.Unstructured) {
 }
 
 // checkSynced checks that the objects of a config/ file are rendered as
-// they are, but for the chart's labels.
+// they are, but for the chart's labels, beside the labels they have.
 func checkSynced(t *testing.T, objs objects, rel string) {
 	t.Helper()
 	for _, want := range decodeFile(t, rel) {
 		got := objs.get(t, want.GetKind(), want.GetName()).DeepCopy()
+		for k, v := range want.GetLabels() {
+			if got.GetLabels()[k] != v {
+				t.Errorf("%s %s lacks the label %s=%s of %s: run 'make helm-crds'", want.GetKind(), want.GetName(), k, v, rel)
+			}
+		}
 		stripChartMetadata(got)
+		unstructured.RemoveNestedField(want.Object, "metadata", "labels")
 		if !reflect.DeepEqual(got.Object, want.Object) {
 			t.Errorf("%s %s differs from %s: run 'make helm-crds'", want.GetKind(), want.GetName(), rel)
 		}
@@ -445,5 +459,11 @@ func checkServiceMonitor(t *testing.T, objs objects, name string, labels map[str
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
 	if len(endpoints) != 1 || len(ports) != 1 || endpoints[0].(map[string]any)["port"] != ports[0].(map[string]any)["name"] {
 		t.Errorf("ServiceMonitor endpoints %v do not name the Service port %v", endpoints, ports)
+	}
+	// The manager serves metrics over HTTPS, to a token it may check.
+	for _, e := range endpoints {
+		if ep, _ := e.(map[string]any); ep["scheme"] != "https" || ep["bearerTokenFile"] == nil {
+			t.Errorf("ServiceMonitor endpoint %v scrapes without HTTPS or a token", ep)
+		}
 	}
 }

@@ -105,7 +105,7 @@ func TestKustomizeDefault(t *testing.T) {
 		}
 	}
 	managerOptions(t, kd.Spec.Template.Spec.Containers[0].Args)
-	checkMetricsService(t, objs, kd, 8080)
+	checkMetricsService(t, objs, kd, 8443)
 	ks := toTyped[corev1.Service](t, objs.get(t, "Service", "kubeskills-metrics"))
 	cs := toTyped[corev1.Service](t, chart.get(t, "Service", "kubeskills-metrics"))
 	if !reflect.DeepEqual(ks.Spec, cs.Spec) {
