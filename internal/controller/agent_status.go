@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -14,6 +15,9 @@ import (
 const (
 	// DeploymentNotAvailableReason: the agent's pods are not all up yet.
 	DeploymentNotAvailableReason = "DeploymentNotAvailable"
+	// ProgressDeadlineExceededReason: the Deployment's rollout made no
+	// progress within its deadline; a person has to look.
+	ProgressDeadlineExceededReason = "ProgressDeadlineExceeded"
 )
 
 // agentStatus is what one pass learned about an Agent.
@@ -43,6 +47,10 @@ func setAgentStatus(a *skillsv1.Agent, s agentStatus) {
 	st.ReadyReplicas = s.deployment.Status.ReadyReplicas
 	st.Warnings = s.warnings
 	want := ptr.Deref(s.deployment.Spec.Replicas, 1)
+	if msg, stuck := progressDeadlineExceeded(s.deployment); stuck {
+		markStalled(&st.Conditions, a.Generation, ProgressDeadlineExceededReason, msg)
+		return
+	}
 	if !deploymentAvailable(s.deployment) {
 		msg := fmt.Sprintf("Deployment %s has %d of %d replicas available", s.deployment.Name, s.deployment.Status.AvailableReplicas, want)
 		if d := s.deployment; d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want {
@@ -63,4 +71,20 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 	st := d.Status
 	return st.ObservedGeneration >= d.Generation &&
 		st.UpdatedReplicas >= want && st.AvailableReplicas >= want && st.Replicas == st.UpdatedReplicas
+}
+
+// progressDeadlineExceeded tells whether the deployment controller gave up
+// on the Deployment's latest spec (Progressing=False with reason
+// ProgressDeadlineExceeded), and says so with the Deployment's message. A
+// condition about an older spec does not count: the new one is rolling out.
+func progressDeadlineExceeded(d *appsv1.Deployment) (string, bool) {
+	if d.Status.ObservedGeneration < d.Generation {
+		return "", false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == ProgressDeadlineExceededReason {
+			return fmt.Sprintf("Deployment %s made no progress within its deadline: %s", d.Name, c.Message), true
+		}
+	}
+	return "", false
 }
