@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -241,19 +242,34 @@ func (r *AgentReconciler) writeCatalog(ctx context.Context, a *skillsv1.Agent, c
 		}
 	}
 	for i := len(shards); i < catalog.MaxShards; i++ {
-		stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: catalogShardName(a.Name, i)}}
-		// Only shards the cache holds are deleted: one it does not hold yet
-		// requeues the Agent when it arrives, as the Agent owns it.
-		if exists, err := cachedConfigMap(ctx, r.Client, a.Namespace, stale.Name); err != nil {
+		if err := r.deleteStaleShard(ctx, a, catalogShardName(a.Name, i)); err != nil {
 			return "", err
-		} else if !exists {
-			continue
-		}
-		if err := r.Delete(ctx, stale); client.IgnoreNotFound(err) != nil {
-			return "", fmt.Errorf("failed to delete catalog ConfigMap %s: %w", klog.KObj(stale), err)
 		}
 	}
 	return revision, nil
+}
+
+// deleteStaleShard deletes a catalog shard the catalog no longer needs,
+// when the Agent controls it: a ConfigMap of that name made by anyone else
+// is left alone. Only shards the cache holds are deleted: one it does not
+// hold yet requeues the Agent when it arrives, as the Agent owns it. The
+// UID precondition keeps a ConfigMap made again meanwhile.
+func (r *AgentReconciler) deleteStaleShard(ctx context.Context, a *skillsv1.Agent, name string) error {
+	cm := configMapMetadata()
+	if err := r.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("failed to get ConfigMap %s/%s: %w", a.Namespace, name, err)
+	}
+	if !isControlledBy(cm, a) {
+		return nil
+	}
+	err := r.Delete(ctx, cm, client.Preconditions{UID: ptr.To(cm.UID)})
+	if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("failed to delete catalog ConfigMap %s: %w", klog.KObj(cm), err)
+	}
+	return nil
 }
 
 // ensureToken returns the name of the Secret holding the API token,

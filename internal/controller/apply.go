@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -111,17 +110,4 @@ func (a *appliedObjects) forget(key types.NamespacedName) {
 	a.mu.Lock()
 	delete(a.last, key)
 	a.mu.Unlock()
-}
-
-// cachedConfigMap tells whether the cache holds the metadata of a
-// ConfigMap.
-func cachedConfigMap(ctx context.Context, c client.Reader, namespace, name string) (bool, error) {
-	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, configMapMetadata())
-	switch {
-	case apierrors.IsNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("failed to get ConfigMap %s/%s: %w", namespace, name, err)
-	}
-	return true, nil
 }
