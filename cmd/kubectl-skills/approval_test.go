@@ -36,14 +36,19 @@ const (
 var operator *operatortest.Operator
 
 // startOperator installs what the operator ships for approvals (the
-// admission policy that makes identities truthful, the approver ClusterRole)
-// and runs the operator. It returns a function that stops it.
+// admission policy that makes identities truthful, config/rbac with the
+// approver ClusterRole) and runs the operator under its own RBAC. It returns
+// a function that stops it.
 func startOperator(e *testenv.Env) func() {
-	if err := e.ApplyFiles(context.Background(), "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml"); err != nil {
+	ctx := context.Background()
+	operatorEnv, err := e.InstallOperatorConfig(ctx, "rbac")
+	if err != nil {
 		panic(err)
 	}
-	var err error
-	if operator, err = operatortest.Start(e, manager.Options{}); err != nil {
+	if err := e.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml"); err != nil {
+		panic(err)
+	}
+	if operator, err = operatortest.Start(operatorEnv, manager.Options{}); err != nil {
 		panic(err)
 	}
 	return operator.Stop
