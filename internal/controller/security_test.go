@@ -20,8 +20,9 @@ import (
 
 var installSecurity sync.Once
 
-// securitySetup installs the admission policy and the approver role as the
-// operator ships them, and returns clients for an agent's ServiceAccount
+// securitySetup installs the admission policy as the operator ships it
+// (the approver role comes with config/rbac, which the operator runs
+// under), and returns clients for an agent's ServiceAccount
 // (bound to the agent's Role) and for two people, alice (an approver) and
 // bob (an approver too), in a namespace of their own.
 func securitySetup(t *testing.T) (ns string, agent, alice, bob client.Client) {
@@ -29,7 +30,7 @@ func securitySetup(t *testing.T) (ns string, agent, alice, bob client.Client) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	installSecurity.Do(func() {
-		g.Expect(env.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml", "config/rbac/approver_role.yaml")).To(Succeed())
+		g.Expect(env.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml")).To(Succeed())
 	})
 	ns = commandSetup(t, nil)
 	g.Expect(k8s.Create(ctx, &rbacv1.Role{
