@@ -55,11 +55,13 @@ type Env struct {
 	mu        sync.Mutex
 	installed map[string]bool
 	operator  *Env
+	// isOperator marks the Env InstallOperatorConfig returns.
+	isOperator bool
 }
 
 // IsOperator tells whether the Env authenticates as the operator's
 // ServiceAccount, bound by config/rbac.
-func (e *Env) IsOperator() bool { return e.env == nil && e.Config != nil }
+func (e *Env) IsOperator() bool { return e.isOperator }
 
 // RepoRoot is the root of the kubeskills checkout.
 func RepoRoot() string {
@@ -265,7 +267,7 @@ func (e *Env) InstallOperatorConfig(ctx context.Context, dirs ...string) (*Env, 
 	if err != nil {
 		return nil, err
 	}
-	e.operator = &Env{Config: cfg, Client: e.Client, Scheme: e.Scheme}
+	e.operator = &Env{Config: cfg, Client: e.Client, Scheme: e.Scheme, isOperator: true}
 	return e.operator, nil
 }
 
