@@ -58,6 +58,9 @@ type AgentReconciler struct {
 	// deployments remembers the Deployments applied, to skip applies that
 	// would change nothing.
 	deployments appliedObjects
+	// catalogs remembers the catalog shards written, to skip writes that
+	// would change nothing and to put back any that were edited since.
+	catalogs servedConfigMaps
 }
 
 // +kubebuilder:rbac:groups=kubeskills.io,resources=agents,verbs=get;list;watch
@@ -109,6 +112,9 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Get(ctx, req.NamespacedName, a); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.deployments.forget(types.NamespacedName{Namespace: req.Namespace, Name: agentObjectName(req.Name)})
+			for i := range catalog.MaxShards {
+				r.catalogs.forget(types.NamespacedName{Namespace: req.Namespace, Name: catalogShardName(req.Name, i)})
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -231,15 +237,21 @@ func (r *AgentReconciler) writeCatalog(ctx context.Context, a *skillsv1.Agent, c
 	}
 	revision := cat.Revision()
 	for i := len(shards) - 1; i >= 0; i-- {
-		name := catalogShardName(a.Name, i)
-		if served, err := servedHash(ctx, r.Client, a.Namespace, name); err != nil {
+		key := types.NamespacedName{Namespace: a.Namespace, Name: catalogShardName(a.Name, i)}
+		if intact, err := r.catalogs.intact(ctx, r.Client, key, revision); err != nil {
 			return "", err
-		} else if served == revision {
+		} else if intact {
 			continue
 		}
-		if err := apply(ctx, r.Client, catalogConfigMap(a, i, shards[i], revision)); err != nil {
+		u, err := applyContent(r.Client, catalogConfigMap(a, i, shards[i], revision))
+		if err == nil {
+			err = applyUnstructured(ctx, r.Client, u)
+		}
+		if err != nil {
+			r.catalogs.forget(key)
 			return "", err
 		}
+		r.catalogs.wrote(key, revision, u.GetResourceVersion())
 	}
 	for i := len(shards); i < catalog.MaxShards; i++ {
 		if err := r.deleteStaleShard(ctx, a, catalogShardName(a.Name, i)); err != nil {

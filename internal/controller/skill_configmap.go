@@ -1,11 +1,17 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"strconv"
+	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/skill"
@@ -74,4 +80,70 @@ func invocationOrAuto(mode string) string {
 		return skill.InvocationAuto
 	}
 	return mode
+}
+
+// servedConfigMaps remembers, for each ConfigMap the operator wrote
+// content to, the content hash it wrote and the resourceVersion the API
+// server answered with. A ConfigMap still at that resourceVersion holds what
+// was written; any later edit, even one that keeps the content-hash
+// annotation, changes its resourceVersion and makes the next pass write it
+// again. The zero value is ready to use; after a restart every ConfigMap is
+// written once more, which changes nothing on one that is intact.
+type servedConfigMaps struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]servedConfigMap
+}
+
+type servedConfigMap struct {
+	hash            string
+	resourceVersion string
+}
+
+// intact tells whether a ConfigMap, as the metadata cache holds it, still
+// serves hash exactly as the operator wrote it.
+func (s *servedConfigMaps) intact(ctx context.Context, c client.Reader, key types.NamespacedName, hash string) (bool, error) {
+	cm := configMapMetadata()
+	if err := c.Get(ctx, key, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("failed to get ConfigMap %s: %w", key, err)
+	}
+	if cm.Annotations[skillsv1.AnnotationContentHash] != hash {
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, ok := s.last[key]
+	return ok && last == servedConfigMap{hash: hash, resourceVersion: cm.ResourceVersion}, nil
+}
+
+// wrote records that the ConfigMap was written with hash and is now at
+// resourceVersion.
+func (s *servedConfigMaps) wrote(key types.NamespacedName, hash, resourceVersion string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = map[types.NamespacedName]servedConfigMap{}
+	}
+	s.last[key] = servedConfigMap{hash: hash, resourceVersion: resourceVersion}
+}
+
+// forget drops what is remembered of a ConfigMap.
+func (s *servedConfigMaps) forget(key types.NamespacedName) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.last, key)
+}
+
+// forgetMatching drops what is remembered of the ConfigMaps of a namespace
+// whose names match.
+func (s *servedConfigMaps) forgetMatching(namespace string, match func(name string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.last {
+		if key.Namespace == namespace && match(key.Name) {
+			delete(s.last, key)
+		}
+	}
 }

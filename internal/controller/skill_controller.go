@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,6 +47,10 @@ type SkillReconciler struct {
 	ShardBytes int
 	// Workers is the number of Skills reconciled at once.
 	Workers int
+
+	// served remembers the ConfigMaps written, to skip writes that would
+	// change nothing and to put back any that were edited since.
+	served servedConfigMaps
 }
 
 // +kubebuilder:rbac:groups=kubeskills.io,resources=skills,verbs=get;list;watch
@@ -81,6 +86,11 @@ func (r *SkillReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &skillsv1.Skill{}
 	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.served.forgetMatching(req.Namespace, func(name string) bool {
+				return name == shardName(req.Name, 0) || strings.HasPrefix(name, shardName(req.Name, 0)+"--")
+			})
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := obj.DeepCopy()
@@ -143,34 +153,21 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 		names[i] = shardName(obj.Name, i)
 	}
 	for i := len(shards) - 1; i >= 0; i-- {
-		current, err := servedHash(ctx, r.Client, obj.Namespace, names[i])
-		if err != nil {
+		key := types.NamespacedName{Namespace: obj.Namespace, Name: names[i]}
+		if intact, err := r.served.intact(ctx, r.Client, key, hash); err != nil {
 			return nil, err
-		}
-		if current == hash {
+		} else if intact {
 			continue
 		}
 		cm := skillConfigMap(obj, i, shards[i], hash, invocation)
 		if err := r.Apply(ctx, cm, FieldOwner, client.ForceOwnership); err != nil {
+			r.served.forget(key)
 			return nil, fmt.Errorf("failed to apply ConfigMap %s/%s: %w", obj.Namespace, names[i], err)
 		}
+		r.served.wrote(key, hash, ptr.Deref(cm.ResourceVersion, ""))
 		ctrl.LoggerFrom(ctx).V(1).Info("Applied ConfigMap", "configMap", klog.KRef(obj.Namespace, names[i]))
 	}
 	return names, r.deleteStaleShards(ctx, obj, names)
-}
-
-// servedHash returns the content hash a ConfigMap serves, from the metadata
-// cache; "" when it does not exist.
-func servedHash(ctx context.Context, c client.Reader, namespace, name string) (string, error) {
-	cm := &metav1.PartialObjectMetadata{}
-	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
-	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", nil
-		}
-		return "", fmt.Errorf("failed to get ConfigMap %s/%s: %w", namespace, name, err)
-	}
-	return cm.Annotations[skillsv1.AnnotationContentHash], nil
 }
 
 // IndexConfigMapSkill indexes the metadata of ConfigMaps by the value of
