@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -127,6 +129,11 @@ func (r *SkillSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		err := r.applySkill(ctx, cm, desired)
 		if !apierrors.IsInvalid(err) {
 			if err == nil {
+				// A failure to replace the spec is retried, never
+				// reported as a fault of the source.
+				err = r.dropForeignSpec(ctx, desired)
+			}
+			if err == nil {
 				r.recordApplied(cm, current, desired)
 			}
 			return ctrl.Result{}, err
@@ -141,12 +148,66 @@ func (r *SkillSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return ctrl.Result{}, r.applySkill(ctx, cm, sourceErrorSkill(cm, current, msg))
 }
 
-// applySkill server-side applies the whole Skill, owned by the ConfigMap.
+// applySkill server-side applies the whole Skill, owned by the ConfigMap;
+// s becomes the Skill the API server answers with.
 func (r *SkillSourceReconciler) applySkill(ctx context.Context, cm *corev1.ConfigMap, s *skillsv1.Skill) error {
 	s.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: ptr.To(true),
 	}}
-	return apply(ctx, r.Client, s)
+	u, err := applyContent(r.Client, s)
+	if err != nil {
+		return err
+	}
+	spec := s.Spec
+	if err := applyUnstructured(ctx, r.Client, u); err != nil {
+		return err
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s); err != nil {
+		return fmt.Errorf("failed to read Skill %s: %w", klog.KObj(s), err)
+	}
+	s.Spec = spec
+	return nil
+}
+
+// dropForeignSpec makes the Skill's spec exactly what the source says.
+// Server-side apply never removes a field another manager set (a file or an
+// allowed tool added by hand), so when any manager but the operator owns
+// part of the spec, the spec is replaced whole. s is the Skill applySkill
+// answered, holding the source's spec.
+func (r *SkillSourceReconciler) dropForeignSpec(ctx context.Context, s *skillsv1.Skill) error {
+	if !foreignSpecFields(s.ManagedFields) {
+		return nil
+	}
+	// A JSON patch replaces the spec whole, and only the Skill as read.
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": s.ResourceVersion},
+		{"op": "replace", "path": "/spec", "value": s.Spec},
+	})
+	if err != nil {
+		return fmt.Errorf("failed to encode the spec of Skill %s: %w", klog.KObj(s), err)
+	}
+	if err := r.Patch(ctx, s, client.RawPatch(types.JSONPatchType, patch), FieldOwner); err != nil {
+		return fmt.Errorf("failed to replace the spec of Skill %s: %w", klog.KObj(s), err)
+	}
+	return nil
+}
+
+// foreignSpecFields tells whether a manager other than the operator owns a
+// field of the spec.
+func foreignSpecFields(entries []metav1.ManagedFieldsEntry) bool {
+	for _, e := range entries {
+		if e.Manager == string(FieldOwner) || e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			return true
+		}
+		if _, ok := fields["f:spec"]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // recordApplied emits an Event on the ConfigMap when its Skill was created
