@@ -46,8 +46,9 @@ vet: ## Run go vet (the end-to-end tests and the image builder too).
 	cd hack/images && go vet ./...
 
 .PHONY: lint
-lint: vet ## Run the linters (go vet and gofmt).
+lint: vet ## Run the linters: gofmt, go vet, and golangci-lint (.golangci.yml; built from the module proxy, cached).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$$(hack/build-addons.sh golangci-lint)/golangci-lint run ./...
 
 .PHONY: envtest
 envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cached).

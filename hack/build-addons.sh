@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Builds the cluster add-ons and the toolbox's Go tools from the Go module
-# proxy, at the versions pinned below, and links them into bin/addons/:
+# Builds the cluster add-ons, the toolbox's Go tools and the linter from the
+# Go module proxy, at the versions pinned below, and links them into
+# bin/addons/:
 #
 #   hack/build-addons.sh [tool...]   (default: all; prints bin/addons)
 #
 #   gojq          the toolbox's jq (installed as /bin/jq)
 #   kube-router   the local cluster's NetworkPolicy enforcer (firewall only)
 #   coredns       the local cluster's DNS
+#   golangci-lint the linters of `make lint` (.golangci.yml)
 #
 # `go install MODULE@VERSION` builds each module from its own go.mod and
 # go.sum, checked against the checksum database, so a version names exactly
@@ -26,6 +28,7 @@ gojq_pkg=github.com/itchyny/gojq/cmd/gojq@v0.12.19
 # mode (--run-service-proxy=false) never starts.
 kube_router_pkg=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v2.1.0
 coredns_pkg=github.com/coredns/coredns@v1.14.7
+golangci_lint_pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 
 ensure() { # ensure TOOL PACKAGE@VERSION: build into the cache if missing, link into bin/addons
   local tool=$1 pkg=$2 version=${2##*@} bin
@@ -56,6 +59,7 @@ for t in "${tools[@]}"; do
     gojq) ensure gojq "$gojq_pkg" ;;
     kube-router) ensure kube-router "$kube_router_pkg" ;;
     coredns) ensure coredns "$coredns_pkg" ;;
+    golangci-lint) ensure golangci-lint "$golangci_lint_pkg" ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
   esac
 done

@@ -262,5 +262,5 @@ type CommandPolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&CommandPolicy{}, &CommandPolicyList{})
+	register(&CommandPolicy{}, &CommandPolicyList{})
 }

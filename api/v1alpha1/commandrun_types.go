@@ -352,5 +352,5 @@ type CommandRunList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&CommandRun{}, &CommandRunList{})
+	register(&CommandRun{}, &CommandRunList{})
 }

@@ -243,5 +243,5 @@ type SkillList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Skill{}, &SkillList{})
+	register(&Skill{}, &SkillList{})
 }

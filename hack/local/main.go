@@ -96,7 +96,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	mgrCtx, cancelMgr := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	defer func() { cancelMgr(); <-mgrDone }()
+	defer func() { cancelMgr(); _ = <-mgrDone }()
 
 	// As in a cluster: identities on CommandRuns, the agent a run is filed
 	// for, who changes what keeps a run, what an Agent names and the

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -313,15 +312,6 @@ func toolResult(t *testing.T, text string) map[string]any {
 		t.Fatalf("tool result is not JSON: %q", text)
 	}
 	return out
-}
-
-func contains(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }
 
 // namespace creates a namespace of its own for a test.

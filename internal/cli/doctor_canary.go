@@ -187,7 +187,7 @@ func (cn *canary) apiServer(ctx context.Context, t *canaryTargets) ([]sandbox.AP
 		return nil, fmt.Errorf("failed to read Service default/kubernetes: %s", apiMessage(err))
 	}
 	if svc.Spec.ClusterIP == "" || len(svc.Spec.Ports) == 0 {
-		return nil, errors.New("Service default/kubernetes has no cluster IP and port")
+		return nil, errors.New("the Service default/kubernetes has no cluster IP and port")
 	}
 	t.APIServiceIP, t.APIServicePort = svc.Spec.ClusterIP, svc.Spec.Ports[0].Port
 	for _, p := range svc.Spec.Ports {

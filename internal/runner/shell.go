@@ -77,7 +77,7 @@ func (s Shell) Run(ctx context.Context) int {
 	}
 	g := &guard{e: s.Enforcer, stderr: stderr}
 	if err := s.Enforcer.Line(s.Command); err != nil {
-		g.refuse(err)
+		_ = g.refuse(err) // printed and recorded; the exit status says the rest
 		return ExitCannotExecute
 	}
 	return s.interpret(ctx, g)

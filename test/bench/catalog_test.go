@@ -194,7 +194,6 @@ func measureLoad(b *testing.B, catalogDir, skillsDir, revision string) loadFigur
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	var keep *catalog.Store
 	for i := range times {
 		start := time.Now()
 		s, err := catalog.Open(catalogDir, skillsDir, nil)
@@ -205,12 +204,11 @@ func measureLoad(b *testing.B, catalogDir, skillsDir, revision string) loadFigur
 		if s.Revision() != revision {
 			b.Fatalf("loaded revision %s, want %s", s.Revision(), revision)
 		}
-		keep = s
+		runtime.KeepAlive(s)
 	}
 	runtime.ReadMemStats(&after)
 	f.allocMiB = float64(after.TotalAlloc-before.TotalAlloc) / loadRepeats / (1 << 20)
 	// What one loaded store holds: the heap with it, less the heap without.
-	keep = nil
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	keep, err := catalog.Open(catalogDir, skillsDir, nil)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -365,9 +366,9 @@ func procCPU(pid int) time.Duration {
 	if len(f) < 13 {
 		return 0
 	}
-	var utime, stime int64
-	fmt.Sscan(f[11], &utime)
-	fmt.Sscan(f[12], &stime)
+	// Both are counters of whole ticks; a field that does not parse counts 0.
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / cpuTicks
 }
 
@@ -393,7 +394,7 @@ func children(name string) []int {
 		f := strings.Fields(s[close+1:])
 		var ppid int
 		if len(f) > 1 {
-			fmt.Sscan(f[1], &ppid)
+			ppid, _ = strconv.Atoi(f[1])
 		}
 		if ppid == os.Getpid() && s[open+1:close] == name {
 			pids = append(pids, pid)

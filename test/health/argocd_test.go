@@ -142,7 +142,7 @@ func TestConfigMapPatchInstalls(t *testing.T) {
 		files := map[string][]byte{
 			"install.yaml":          baseYAML,
 			"argocd-cm-health.yaml": patchYAML,
-			"kustomization.yaml":    []byte("namespace: argocd\nresources:\n- install.yaml\npatches:\n- path: argocd-cm-health.yaml\n"),
+			"kustomization.yaml":    []byte(kustomization),
 		}
 		for name, data := range files {
 			g.Expect(os.WriteFile(filepath.Join(dir, name), data, 0o644)).To(Succeed())
