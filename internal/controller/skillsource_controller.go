@@ -200,7 +200,7 @@ func foreignSpecFields(entries []metav1.ManagedFieldsEntry) bool {
 			continue
 		}
 		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields); err != nil {
 			return true
 		}
 		if _, ok := fields["f:spec"]; ok {
