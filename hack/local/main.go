@@ -96,7 +96,12 @@ func run(ctx context.Context, o options, out io.Writer) error {
 	mgrCtx, cancelMgr := context.WithCancel(ctx)
 	mgrDone := make(chan error, 1)
 	go func() { mgrDone <- mgr.Start(mgrCtx) }()
-	defer func() { cancelMgr(); _ = <-mgrDone }()
+	defer func() {
+		cancelMgr()
+		if err := <-mgrDone; err != nil {
+			fmt.Fprintln(os.Stderr, "the manager stopped with an error:", err)
+		}
+	}()
 
 	// As in a cluster: identities on CommandRuns, the agent a run is filed
 	// for, who changes what keeps a run, what an Agent names and the

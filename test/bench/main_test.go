@@ -500,8 +500,10 @@ func requestCounts(b *testing.B, e *testenv.Env) map[string]float64 {
 			k, v, _ := strings.Cut(kv, "=")
 			labels[k] = strings.Trim(v, `"`)
 		}
-		var n float64
-		fmt.Sscan(strings.TrimSpace(rest[end+1:]), &n)
+		n, err := strconv.ParseFloat(strings.TrimSpace(rest[end+1:]), 64)
+		if err != nil {
+			continue
+		}
 		key := labels["verb"] + " " + labels["resource"]
 		if labels["subresource"] != "" {
 			key += "/" + labels["subresource"]
