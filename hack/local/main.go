@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -170,9 +171,23 @@ func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, 
 	if err := kubectl(ctx, "get", "skills,agents,commandpolicies,commandruns"); err != nil {
 		return err
 	}
-	body, err := agentCall(ctx, agent, http.MethodGet, "/v1/skills", "")
-	if err != nil {
-		return err
+	// The local runtime loads the Agent's catalog once the operator has
+	// written it (the Agent is never Ready here: no kubelet runs its
+	// Deployment): ask until it lists a skill, for a while.
+	var body []byte
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var err error
+		if body, err = agentCall(ctx, agent, http.MethodGet, "/v1/skills", ""); err != nil {
+			return err
+		}
+		if !bytes.Contains(body, []byte(`"skills":[]`)) || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	fmt.Fprintf(out, "GET /v1/skills: %s\n", body)
 	answer, err := agentCall(ctx, agent, http.MethodPost, "/v1/chat/completions",
