@@ -11,7 +11,6 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -207,20 +206,7 @@ func TestAPIServerEndpoints(t *testing.T) {
 // server's addresses on their port, and the policy's egress adds exactly
 // what it says; without an identity the addresses open nothing.
 func TestNetworkPolicyWithIdentity(t *testing.T) {
-	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
-	port := func(protocol corev1.Protocol, n int32) networkingv1.NetworkPolicyPort {
-		return networkingv1.NetworkPolicyPort{Protocol: ptr.To(protocol), Port: ptr.To(intstr.FromInt32(n))}
-	}
-	block := func(cidr string) networkingv1.NetworkPolicyPeer {
-		return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}
-	}
-	dnsRule := networkingv1.NetworkPolicyEgressRule{
-		Ports: []networkingv1.NetworkPolicyPort{port(udp, 53), port(tcp, 53)},
-		To: []networkingv1.NetworkPolicyPeer{{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
-		}},
-	}
+	tcp, port, block, dnsRule := corev1.ProtocolTCP, wantPort, wantBlock, wantDNSRule()
 	servers := []APIEndpoint{{IP: "10.0.0.2", Port: 6443}, {IP: "fd00::1", Port: 6443}, {IP: "10.0.0.1", Port: 6443}, {IP: "10.0.0.9", Port: 443}}
 	apiRules := []networkingv1.NetworkPolicyEgressRule{
 		{Ports: []networkingv1.NetworkPolicyPort{port(tcp, 443)}, To: []networkingv1.NetworkPolicyPeer{block("10.0.0.9/32")}},

@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 )
@@ -50,20 +48,7 @@ func TestNetworkPolicyFencesTheRunsPod(t *testing.T) {
 }
 
 func TestNetworkPolicyEgress(t *testing.T) {
-	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
-	port := func(protocol corev1.Protocol, n int32) networkingv1.NetworkPolicyPort {
-		return networkingv1.NetworkPolicyPort{Protocol: ptr.To(protocol), Port: ptr.To(intstr.FromInt32(n))}
-	}
-	block := func(cidr string) networkingv1.NetworkPolicyPeer {
-		return networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}}
-	}
-	dnsRule := networkingv1.NetworkPolicyEgressRule{
-		Ports: []networkingv1.NetworkPolicyPort{port(udp, 53), port(tcp, 53)},
-		To: []networkingv1.NetworkPolicyPeer{{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
-		}},
-	}
+	tcp, port, block, dnsRule := corev1.ProtocolTCP, wantPort, wantBlock, wantDNSRule()
 	cases := []struct {
 		name   string
 		policy *skillsv1.CommandPolicy
