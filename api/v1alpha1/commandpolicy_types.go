@@ -148,7 +148,9 @@ type Sandbox struct {
 	EnvFromSecrets []SecretEnv `json:"envFromSecrets,omitempty"`
 
 	// ttlSecondsAfterFinished is how long a finished Job and its pod are kept
-	// (the CommandRun keeps the result longer).
+	// after the run's result is recorded; the operator then deletes them.
+	// The CommandRun, which holds the result, is kept as long as the
+	// history says.
 	// +optional
 	// +kubebuilder:default=300
 	// +kubebuilder:validation:Minimum=0

@@ -139,8 +139,8 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run, written *skil
 		return r.collect(ctx, run)
 	}
 	run.Status.ShortCommand = shortCommand(run.Spec.Command)
-	if following, err := r.runsJob(ctx, run); following || err != nil {
-		return ctrl.Result{}, err
+	if following, wait, err := r.runsJob(ctx, run); following || err != nil {
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	pol, skl, reason, err := r.resolve(ctx, run)
 	switch {
@@ -364,7 +364,10 @@ const admissionHint = "The ValidatingAdmissionPolicy kubeskills-commandrun-ident
 // collect applies the policy's history to the finished runs of the run's
 // agent: those older than maxAge or beyond the newest maxRuns are deleted,
 // with their Jobs and NetworkPolicies. Each run that finishes does it, so
-// the history is pruned as runs end; the run comes back when it ages out.
+// the history is pruned as runs end; the run comes back when it ages out,
+// or sooner when its Job is due for deletion (retireJob): a Job is kept
+// for a time after the run's result is recorded, and the run for as long
+// as the history says, whether its Job is there or not.
 func (r *CommandRunReconciler) collect(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
 	maxRuns, maxAge, err := r.history(ctx, run)
 	if err != nil {
@@ -382,8 +385,15 @@ func (r *CommandRunReconciler) collect(ctx context.Context, run *skillsv1.Comman
 			}
 		}
 	}
-	left := maxAge - now.Sub(run.Status.CompletionTime.Time)
-	return ctrl.Result{RequeueAfter: max(left, time.Second)}, nil
+	wait := max(maxAge-now.Sub(run.Status.CompletionTime.Time), time.Second)
+	jobLeft, err := r.retireJob(ctx, run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if jobLeft > 0 {
+		wait = min(wait, jobLeft)
+	}
+	return ctrl.Result{RequeueAfter: wait}, nil
 }
 
 // history returns how many finished runs, and for how long, the policy

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,17 +18,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
+// How long a run waits for the pod of its finished Job to show its final
+// state, and how often it looks. Pods are not watched: the run polls.
+const (
+	resultWait = 2 * time.Minute
+	resultPoll = time.Second
+)
+
 // runsJob follows the run's Job once it exists, recording its result when
-// it finishes, and reports whether it did: the run is then past judging. A
-// Job of the run's name that the run does not own is never adopted: the run
-// fails. So does a run whose Job was deleted before it reported a result,
-// rather than run its command twice.
-func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun) (bool, error) {
+// it finishes, and reports whether it did: the run is then past judging,
+// and wait is when to look again. A Job of the run's name that the run
+// does not own is never adopted: the run fails. So does a run whose Job was
+// deleted before it reported a result, rather than run its command twice.
+func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun) (following bool, wait time.Duration, err error) {
 	job := &batchv1.Job{}
-	err := r.Get(ctx, client.ObjectKeyFromObject(run), job)
+	err = r.Get(ctx, client.ObjectKeyFromObject(run), job)
 	if apierrors.IsNotFound(err) && (run.Status.JobName != "" || run.Status.Decision != nil) {
 		// The cache may not hold a Job created a moment ago. Once a
 		// decision is recorded, its Job may exist though the status that
@@ -35,17 +45,17 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), job)
 		if apierrors.IsNotFound(err) && run.Status.JobName != "" {
 			endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("The run's Job %s was deleted before it reported a result", run.Status.JobName), r.now())
-			return true, nil
+			return true, 0, nil
 		}
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return false, nil
+		return false, 0, nil
 	case err != nil:
-		return false, fmt.Errorf("failed to get Job %s: %w", klog.KObj(run), err)
+		return false, 0, fmt.Errorf("failed to get Job %s: %w", klog.KObj(run), err)
 	case !isControlledBy(job, run):
 		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run does not own", job.Name), r.now())
-		return true, nil
+		return true, 0, nil
 	}
 	run.Status.JobName = job.Name
 	// The identity the run used is the one its pod runs as.
@@ -56,21 +66,78 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 	finished, deadlineExceeded := jobFinished(job)
 	if !finished {
 		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
-		return true, nil
+		return true, 0, nil
 	}
 	res, err := r.Results.Read(ctx, job)
+	if errors.Is(err, ErrResultPending) {
+		// The Job's end can be seen before its pod's: the result is not
+		// there yet. Wait for it, but not forever.
+		since := r.now().Sub(jobFinishedAt(job))
+		if since < resultWait {
+			setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Job %s finished; waiting for its pod's final state", job.Name))
+			return true, resultPoll, nil
+		}
+		res, err = &runner.Result{ExitCode: -1, Error: fmt.Sprintf("Job %s finished more than %s ago and its pod still shows no final state, "+
+			"so the command's result could not be read", job.Name, resultWait)}, nil
+	}
 	if err != nil {
-		return true, fmt.Errorf("failed to read the result of Job %s: %w", klog.KObj(job), err)
+		return true, 0, fmt.Errorf("failed to read the result of Job %s: %w", klog.KObj(job), err)
 	}
 	if run.Status.ServiceAccountName != "" {
 		if err := r.retireToken(ctx, job); err != nil {
-			return true, err
+			return true, 0, err
 		}
 	}
 	run.Status.Result = resultStatus(res)
 	phase, msg := finishedPhase(res, deadlineExceeded)
 	endRun(run, phase, msg, r.now())
-	return true, nil
+	return true, 0, nil
+}
+
+// jobFinishedAt is when the Job ended: when its Complete or Failed
+// condition became true.
+func jobFinishedAt(job *batchv1.Job) time.Time {
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	if job.Status.CompletionTime != nil {
+		return job.Status.CompletionTime.Time
+	}
+	return job.CreationTimestamp.Time
+}
+
+// retireJob deletes the finished Job of an ended run, and so its pod, once
+// the run's result has been recorded for as long as the Job's
+// AnnotationTTLSecondsAfterFinished says. It returns how long until then;
+// 0 when there is nothing to wait for: no Job, one the run does not own, one
+// still running (its end brings the run back), or one made with a
+// ttlSecondsAfterFinished of its own.
+func (r *CommandRunReconciler) retireJob(ctx context.Context, run *skillsv1.CommandRun) (time.Duration, error) {
+	if run.Status.JobName == "" || run.Status.CompletionTime == nil {
+		return 0, nil
+	}
+	job := &batchv1.Job{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Status.JobName}, job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("failed to get Job %s/%s: %w", run.Namespace, run.Status.JobName, err)
+	}
+	keep, ok := sandbox.KeepAfterResult(job)
+	if finished, _ := jobFinished(job); !ok || !finished || !isControlledBy(job, run) || !job.DeletionTimestamp.IsZero() {
+		return 0, nil
+	}
+	if left := run.Status.CompletionTime.Add(keep).Sub(r.now()); left > 0 {
+		return left, nil
+	}
+	err = r.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &job.UID})
+	if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return 0, fmt.Errorf("failed to delete Job %s, kept for %s after its run's result: %w", klog.KObj(job), keep, err)
+	}
+	return 0, nil
 }
 
 // startJob creates the sandbox's NetworkPolicy, then its Job, from the

@@ -19,13 +19,26 @@ import (
 // ResultReader reads what the runner reported for a finished Job.
 type ResultReader interface {
 	// Read returns the result of a finished Job's command. A Job whose pod
-	// left no result gives a Result with Error set, not an error; errors are
-	// transient and retried.
+	// left no result gives a Result with Error set, not an error; a pod
+	// that has not shown its final state yet gives ErrResultPending; other
+	// errors are transient and retried.
 	Read(ctx context.Context, job *batchv1.Job) (*runner.Result, error)
 }
 
+// ErrResultPending says that a finished Job's pod does not show its final
+// state yet: the Job's completion can be seen before the kubelet's last
+// status write of its pod, so the result is not there to read yet.
+var ErrResultPending = errors.New("the Job finished, but its pod does not show its final state yet")
+
 // LogFunc returns a container's log.
 type LogFunc func(ctx context.Context, namespace, pod, container string) ([]byte, error)
+
+// PodLogs returns a LogFunc that reads logs with client-go.
+func PodLogs(cs kubernetes.Interface) LogFunc {
+	return func(ctx context.Context, namespace, pod, container string) ([]byte, error) {
+		return cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	}
+}
 
 // PodResultReader reads the result from the sandbox pod: its termination
 // message, and its log when the result is larger than a termination message
@@ -33,46 +46,101 @@ type LogFunc func(ctx context.Context, namespace, pod, container string) ([]byte
 type PodResultReader struct {
 	// Pods lists the sandbox pods (a cached client).
 	Pods client.Reader
+	// Live lists them from the API server, when the cache shows no result:
+	// the cache may lag behind the pod's final state.
+	Live client.Reader
 	// Logs reads a container's log.
 	Logs LogFunc
 }
 
-// NewPodResultReader returns a reader that fetches logs with client-go.
-func NewPodResultReader(pods client.Reader, cs kubernetes.Interface) *PodResultReader {
-	return &PodResultReader{Pods: pods, Logs: func(ctx context.Context, namespace, pod, container string) ([]byte, error) {
-		return cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
-	}}
+// NewPodResultReader returns a reader of the pods in the cache pods, then
+// from the API server live, whose logs logs reads.
+func NewPodResultReader(pods, live client.Reader, logs LogFunc) *PodResultReader {
+	return &PodResultReader{Pods: pods, Live: live, Logs: logs}
 }
 
-// Read implements ResultReader.
+// Read implements ResultReader. The pods are read from the cache first;
+// when it shows no command that ended, from the API server. A pod that
+// has not ended gives ErrResultPending; no pod at all, or one that ended
+// without running the command, a Result that says so.
 func (p *PodResultReader) Read(ctx context.Context, job *batchv1.Job) (*runner.Result, error) {
-	var pods corev1.PodList
-	if err := p.Pods.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{sandbox.LabelCommandRun: job.Labels[sandbox.LabelCommandRun]}); err != nil {
+	pods, err := jobPods(ctx, p.Pods, job)
+	if err != nil {
+		return nil, err
+	}
+	if res, ok, err := p.fromPods(ctx, pods); ok || err != nil {
+		return res, err
+	}
+	if pods, err = jobPods(ctx, p.Live, job); err != nil {
+		return nil, err
+	}
+	if res, ok, err := p.fromPods(ctx, pods); ok || err != nil {
+		return res, err
+	}
+	if len(pods) == 0 {
+		if _, deadlineExceeded := jobFinished(job); deadlineExceeded {
+			return &runner.Result{ExitCode: -1, Error: "the Job's deadline passed before its sandbox pod reported a result, " +
+				"and the pod is gone (see the Job's events)"}, nil
+		}
+		return &runner.Result{ExitCode: -1, Error: "the sandbox pod was deleted before its result was read"}, nil
+	}
+	for i := range pods {
+		if phase := pods[i].Status.Phase; phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+			return &runner.Result{ExitCode: -1, Error: neverRan(&pods[i])}, nil
+		}
+	}
+	return nil, ErrResultPending
+}
+
+// jobPods lists the pods the Job controls.
+func jobPods(ctx context.Context, r client.Reader, job *batchv1.Job) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.List(ctx, &list, client.InNamespace(job.Namespace), client.MatchingLabels{sandbox.LabelCommandRun: job.Labels[sandbox.LabelCommandRun]}); err != nil {
 		return nil, fmt.Errorf("failed to list pods of Job %s: %w", klog.KObj(job), err)
 	}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if !isControlledBy(pod, job) {
-			continue
+	pods := list.Items[:0]
+	for _, pod := range list.Items {
+		if isControlledBy(&pod, job) {
+			pods = append(pods, pod)
 		}
+	}
+	return pods, nil
+}
+
+// fromPods reads the result of the first pod whose command container
+// ended; false when none did.
+func (p *PodResultReader) fromPods(ctx context.Context, pods []corev1.Pod) (*runner.Result, bool, error) {
+	for i := range pods {
+		pod := &pods[i]
 		for _, cs := range pod.Status.ContainerStatuses {
 			if cs.Name != sandbox.ContainerCommand || cs.State.Terminated == nil {
 				continue
 			}
 			term := cs.State.Terminated
 			if term.Message == "" {
-				return &runner.Result{ExitCode: int(term.ExitCode), Error: fmt.Sprintf("the sandbox reported no result (%s)", term.Reason)}, nil
+				return &runner.Result{ExitCode: int(term.ExitCode), Error: fmt.Sprintf("the sandbox reported no result (%s)", term.Reason)}, true, nil
 			}
 			res, err := runner.ReadResult(term.Message, func() ([]byte, error) {
 				return p.Logs(ctx, pod.Namespace, pod.Name, sandbox.ContainerCommand)
 			})
 			if errors.Is(err, runner.ErrNoResult) {
-				return &runner.Result{ExitCode: int(term.ExitCode), Error: "the sandbox's result could not be read: " + err.Error()}, nil
+				return &runner.Result{ExitCode: int(term.ExitCode), Error: "the sandbox's result could not be read: " + err.Error()}, true, nil
 			}
-			return res, err
+			return res, err == nil, err
 		}
 	}
-	return &runner.Result{ExitCode: -1, Error: "the sandbox pod ended without running the command (see the Job's events)"}, nil
+	return nil, false, nil
+}
+
+// neverRan says why a pod that ended never ran the command: the init
+// container that failed, when one did.
+func neverRan(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("the sandbox pod ended without running the command: init container %q exited %d (%s)", cs.Name, t.ExitCode, t.Reason)
+		}
+	}
+	return "the sandbox pod ended without running the command (see the Job's events)"
 }
 
 // retireToken deletes the finished sandbox pods of a run that had an

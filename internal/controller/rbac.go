@@ -21,3 +21,8 @@ package controller
 // authorizes them with SubjectAccessReviews.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+//
+// A sandbox Job has no ttlSecondsAfterFinished: the CommandRun controller
+// deletes it, and so its pod, the policy's ttlSecondsAfterFinished after
+// the run's result is recorded, never before.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=delete

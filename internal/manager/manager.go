@@ -62,8 +62,11 @@ type Options struct {
 	// SandboxImage is the toolbox image commands run in when a policy names
 	// none.
 	SandboxImage string
-	// Results reads sandbox results; nil means from the pods, with client-go.
-	Results controller.ResultReader
+	// Logs reads a sandbox container's log, where a result larger than a
+	// termination message is; nil means from the kubelet, with client-go.
+	// Results are always read from the pods as the manager's cache and the
+	// API server show them.
+	Logs controller.LogFunc
 	// SkipControllerNameValidation lets two managers run in one process, as
 	// tests of a restart do.
 	SkipControllerNameValidation bool
@@ -194,14 +197,15 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := policies.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the CommandPolicy controller: %w", err)
 	}
-	results := o.Results
-	if results == nil {
+	logs := o.Logs
+	if logs == nil {
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 		if err != nil {
 			return fmt.Errorf("failed to create clientset: %w", err)
 		}
-		results = controller.NewPodResultReader(mgr.GetClient(), cs)
+		logs = controller.PodLogs(cs)
 	}
+	results := controller.NewPodResultReader(mgr.GetClient(), mgr.GetAPIReader(), logs)
 	policyCache := &controller.PolicyCache{}
 	runs := &controller.CommandRunReconciler{
 		Policies:     policyCache,

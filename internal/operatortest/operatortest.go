@@ -17,6 +17,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,7 +47,8 @@ type Operator struct {
 }
 
 // Start runs the operator's manager as cmd/manager builds it, with the test
-// images, reading sandbox results from the pods FinishJob writes. The
+// images, reading sandbox results from the pods FinishJob writes (the logs
+// a kubelet would serve are kept here). The
 // manager runs as the operator's ServiceAccount, bound by config/rbac
 // (installed here unless e already is that identity), never as an admin.
 // Zero fields of o get test defaults; metrics and probes are off unless o
@@ -77,8 +79,10 @@ func Start(e *testenv.Env, o manager.Options) (*Operator, error) {
 	if o.SandboxImage == "" {
 		o.SandboxImage = SandboxImage
 	}
-	if o.Results == nil {
-		o.Results = &controller.PodResultReader{Pods: e.Client, Logs: op.log}
+	// The manager reads results as in production, from its cache and the
+	// API server; only the kubelet's logs are a stand-in.
+	if o.Logs == nil {
+		o.Logs = op.log
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	mgr, err := manager.New(ctx, operator.Config, o)
@@ -109,18 +113,26 @@ func (op *Operator) log(_ context.Context, ns, pod, container string) ([]byte, e
 
 // FinishJob does what the Job controller and the kubelet would for the
 // sandbox Job ns/name: a pod of the Job ran, its runner reported res
-// (through the termination message, and the log it keeps), and the Job
-// completed, or failed when the exit code is not 0. A nil res is a pod that
-// never ran the command; deadlineExceeded fails the Job on its deadline.
+// (through the termination message, and the log it keeps), and then the
+// Job completed, or failed when the exit code is not 0. A nil res is a pod
+// that ended without running the command; deadlineExceeded fails the Job on
+// its deadline.
 func (op *Operator) FinishJob(ctx context.Context, c client.Client, ns, name string, res *runner.Result, deadlineExceeded bool) error {
+	if err := op.EndPod(ctx, c, ns, name, res); err != nil {
+		return err
+	}
+	return EndJob(ctx, c, ns, name, res, deadlineExceeded)
+}
+
+// EndJob writes the status the Job controller writes once the pod of the
+// sandbox Job ns/name ended with res: complete, or failed when res is nil,
+// its exit code is not 0 or deadlineExceeded. It writes only the Job: the
+// pod's own final state is EndPod's, which the kubelet writes on its own
+// schedule, before or after.
+func EndJob(ctx context.Context, c client.Client, ns, name string, res *runner.Result, deadlineExceeded bool) error {
 	job := &batchv1.Job{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
 		return err
-	}
-	if res != nil {
-		if err := op.runPod(ctx, c, job, res); err != nil {
-			return err
-		}
 	}
 	now := metav1.Now()
 	job.Status.StartTime = &now
@@ -144,25 +156,44 @@ func (op *Operator) FinishJob(ctx context.Context, c client.Client, ns, name str
 	return c.Status().Update(ctx, job)
 }
 
-// runPod creates the Job's pod and writes its status as the kubelet would
-// once the runner reported res.
-func (op *Operator) runPod(ctx context.Context, c client.Client, job *batchv1.Job, res *runner.Result) error {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: job.Namespace, Name: job.Name + "-x7k2p", Labels: job.Spec.Template.Labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
-		},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	if err := c.Create(ctx, pod); err != nil {
+// StartPod creates the pod of the sandbox Job ns/name as the Job
+// controller would, with the status the kubelet writes once the command
+// runs: Running, its command container started.
+func (op *Operator) StartPod(ctx context.Context, c client.Client, ns, name string) error {
+	_, err := op.pod(ctx, c, ns, name)
+	return err
+}
+
+// EndPod writes the final state of the pod of the sandbox Job ns/name, as
+// the kubelet would once the runner reported res (creating the pod first if
+// StartPod did not): its command container terminated with res in its
+// termination message, and res in its log. A nil res is a pod that ended
+// without running the command: its first init container failed.
+func (op *Operator) EndPod(ctx context.Context, c client.Client, ns, name string, res *runner.Result) error {
+	pod, err := op.pod(ctx, c, ns, name)
+	if err != nil {
 		return err
+	}
+	now := metav1.Now()
+	if res == nil {
+		pod.Status = corev1.PodStatus{
+			Phase: corev1.PodFailed,
+			InitContainerStatuses: []corev1.ContainerStatus{{
+				Name:  sandbox.ContainerInstallRunner,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", StartedAt: now, FinishedAt: now}},
+			}},
+			ContainerStatuses: []corev1.ContainerStatus{{
+				Name:  sandbox.ContainerCommand,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}},
+			}},
+		}
+		return c.Status().Update(ctx, pod)
 	}
 	logLine, msg, _, err := runner.Encode(res)
 	if err != nil {
 		return err
 	}
 	op.logs.Store(pod.Namespace+"/"+pod.Name+"/"+sandbox.ContainerCommand, logLine)
-	now := metav1.Now()
 	phase := corev1.PodSucceeded
 	if res.ExitCode != 0 {
 		phase = corev1.PodFailed
@@ -175,6 +206,42 @@ func (op *Operator) runPod(ctx context.Context, c client.Client, job *batchv1.Jo
 	}}}
 	return c.Status().Update(ctx, pod)
 }
+
+// pod returns the pod of the sandbox Job ns/name, creating it, running its
+// command, when it does not exist yet.
+func (op *Operator) pod(ctx context.Context, c client.Client, ns, name string) (*corev1.Pod, error) {
+	job := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName(job)}, pod)
+	if !apierrors.IsNotFound(err) {
+		return pod, err
+	}
+	pod = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: job.Namespace, Name: podName(job), Labels: job.Spec.Template.Labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
+		},
+		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	}
+	if err := c.Create(ctx, pod); err != nil {
+		return nil, err
+	}
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &now, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: sandbox.ContainerCommand, Started: ptr.To(true),
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+	}}}
+	if err := c.Status().Update(ctx, pod); err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+// podName is the name the Job controller gives the Job's pod.
+func podName(job *batchv1.Job) string { return job.Name + "-x7k2p" }
 
 // testLog keeps the manager quiet unless KUBESKILLS_TEST_LOG is set.
 func testLog() io.Writer {

@@ -86,9 +86,25 @@ var podChecks = []podCheck{
 			return ""
 		},
 		func(j *batchv1.Job) { j.Spec.Template.Spec.TerminationGracePeriodSeconds = nil }},
-	{"ttlSecondsAfterFinished",
-		func(v variant, j *batchv1.Job) string { return wantInt32(j.Spec.TTLSecondsAfterFinished, v.wantTTL) },
-		func(j *batchv1.Job) { j.Spec.TTLSecondsAfterFinished = nil }},
+	// The TTL controller counts from the Job's end and could delete the
+	// Job and its pod before the result is read: the operator deletes it.
+	{"no ttlSecondsAfterFinished",
+		func(_ variant, j *batchv1.Job) string {
+			if j.Spec.TTLSecondsAfterFinished != nil {
+				return fmt.Sprintf("ttlSecondsAfterFinished = %d, want none", *j.Spec.TTLSecondsAfterFinished)
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { j.Spec.TTLSecondsAfterFinished = ptr.To[int32](0) }},
+	{"kept the policy's ttlSecondsAfterFinished after the result",
+		func(v variant, j *batchv1.Job) string {
+			got, ok := KeepAfterResult(j)
+			if want := time.Duration(v.wantTTL) * time.Second; !ok || got != want {
+				return fmt.Sprintf("kept %s after the result (annotated: %t), want %s", got, ok, want)
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { delete(j.Annotations, AnnotationTTLSecondsAfterFinished) }},
 	{"no host namespaces",
 		func(_ variant, j *batchv1.Job) string {
 			if s := j.Spec.Template.Spec; s.HostNetwork || s.HostPID || s.HostIPC {

@@ -29,25 +29,50 @@ const (
 // the unpack-skill container runs as UserID, and nothing more.
 const shardMode int32 = 0o444
 
+// AnnotationTTLSecondsAfterFinished on a sandbox Job says how long, in
+// seconds, the Job and its pod are kept after the run's result is recorded:
+// the policy's sandbox.ttlSecondsAfterFinished when the Job was made. The
+// Job itself has no ttlSecondsAfterFinished, since the TTL controller
+// counts from the Job's end and may delete it, and its pod, before the
+// operator read the result; the operator deletes it instead.
+const AnnotationTTLSecondsAfterFinished = "kubeskills.io/ttl-seconds-after-finished"
+
 // Job builds the Job that runs p.Run: named after the run, in its
 // namespace, controlled by it, hardened as the package documentation says.
 // The same Params always give the same Job.
 func Job(p Params) *batchv1.Job {
 	sb := sandboxOf(p.Policy)
 	meta := objectMeta(p.Run)
+	meta.Annotations = map[string]string{AnnotationTTLSecondsAfterFinished: strconv.Itoa(int(ttlSecondsAfterFinished(sb)))}
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
-			BackoffLimit:            ptr.To[int32](0),
-			ActiveDeadlineSeconds:   ptr.To(ActiveDeadlineSeconds(p.timeout())),
-			TTLSecondsAfterFinished: ptr.To(ttlSecondsAfterFinished(sb)),
+			BackoffLimit:          ptr.To[int32](0),
+			ActiveDeadlineSeconds: ptr.To(ActiveDeadlineSeconds(p.timeout())),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: Labels(p.Run)},
 				Spec:       podSpec(p, sb),
 			},
 		},
 	}
+}
+
+// KeepAfterResult returns how long a sandbox Job is kept after its run's
+// result is recorded, from its AnnotationTTLSecondsAfterFinished; false
+// when the Job does not say (one made by an earlier version, which has a
+// ttlSecondsAfterFinished of its own) or says something that is not a
+// number of seconds.
+func KeepAfterResult(job *batchv1.Job) (time.Duration, bool) {
+	v, ok := job.Annotations[AnnotationTTLSecondsAfterFinished]
+	if !ok {
+		return 0, false
+	}
+	secs, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || secs < 0 {
+		return 0, false
+	}
+	return time.Duration(secs) * time.Second, true
 }
 
 // podSpec builds the sandbox pod.

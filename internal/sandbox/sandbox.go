@@ -10,8 +10,9 @@
 // automountServiceAccountToken false and no service links; every container has a
 // read-only root filesystem, no privilege escalation and every capability
 // dropped. The Job runs once (backoffLimit 0, restartPolicy Never), has a
-// deadline (see ActiveDeadlineSeconds) and is deleted ttlSecondsAfterFinished
-// after it ends; it is owned by its CommandRun.
+// deadline (see ActiveDeadlineSeconds) and is deleted by the operator
+// ttlSecondsAfterFinished after the run's result is recorded (see
+// AnnotationTTLSecondsAfterFinished); it is owned by its CommandRun.
 //
 // Volumes and containers, in order:
 //
@@ -164,7 +165,8 @@ const (
 	// DefaultOutputLimitBytes caps each of stdout and stderr.
 	DefaultOutputLimitBytes int32 = 64 << 10
 	// DefaultTTLSecondsAfterFinished keeps a finished Job and its pod for
-	// five minutes; the CommandRun keeps the result.
+	// five minutes after the run's result is recorded; the CommandRun
+	// keeps the result.
 	DefaultTTLSecondsAfterFinished int32 = 300
 	// RunnerGrace is the time the runner gives the command between SIGTERM
 	// and SIGKILL, at its timeout or when the pod is stopped.

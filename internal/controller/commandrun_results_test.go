@@ -1,0 +1,191 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
+	"github.com/kubeskills/kubeskills/internal/runner"
+)
+
+// runMessage is the message of a run's Succeeded condition.
+func runMessage(run *skillsv1.CommandRun) string {
+	if c := condition(run.Status.Conditions, skillsv1.SucceededCondition); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+// TestResultWaitsForThePodsFinalState: the Job's completion can reach the
+// operator before its pod's final state does. The run then waits, Running,
+// and records the command's result once the pod shows it, rather than end
+// Failed for good as if the command never ran.
+func TestResultWaitsForThePodsFinalState(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, nil)
+	g.Expect(k8s.Create(ctx, newRun(ns, "late-pod", "echo late"))).To(Succeed())
+	waitPhase(t, ns, "late-pod", skillsv1.PhaseRunning)
+
+	res := &runner.Result{ExitCode: 0, Stdout: "late\n", DurationMillis: 12}
+	g.Expect(operator.StartPod(ctx, k8s, ns, "late-pod")).To(Succeed())
+	g.Expect(operatortest.EndJob(ctx, k8s, ns, "late-pod", res, false)).To(Succeed())
+
+	run := &skillsv1.CommandRun{}
+	notEnded := func(g Gomega) {
+		g.Expect(k8s.Get(ctx, keyOf(ns, "late-pod"), run)).To(Succeed())
+		if run.Status.Phase.Terminal() {
+			StopTrying(fmt.Sprintf("the run ended %s before its pod's final state was written: %s", run.Status.Phase, runMessage(run))).Now()
+		}
+	}
+	g.Eventually(func(g Gomega) {
+		notEnded(g)
+		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseRunning))
+		g.Expect(runMessage(run)).To(Equal("Job late-pod finished; waiting for its pod's final state"))
+	}, timeout, interval).Should(Succeed())
+	// Several polls of the pod go by without a result.
+	g.Consistently(notEnded, 3*time.Second, interval).Should(Succeed())
+
+	g.Expect(operator.EndPod(ctx, k8s, ns, "late-pod", res)).To(Succeed())
+	done := waitPhase(t, ns, "late-pod", skillsv1.PhaseSucceeded)
+	g.Expect(done.Status.Result).NotTo(BeNil())
+	g.Expect(done.Status.Result.Stdout).To(Equal("late\n"))
+	g.Expect(done.Status.Result.ExitCode).To(Equal(ptr.To[int32](0)))
+	g.Expect(done.Status.Result.Message).To(BeEmpty())
+	g.Expect(runMessage(done)).To(Equal("The command exited 0"))
+	expectKstatus(g, done)
+}
+
+// TestResultOfAPodDeletedSaysSo: a Job that finished with no pod left to
+// read ends its run Failed, saying the pod was deleted: not that the
+// command never ran, which a pod deleted mid-command did.
+func TestResultOfAPodDeletedSaysSo(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, nil)
+	g.Expect(k8s.Create(ctx, newRun(ns, "gone-pod", "echo gone"))).To(Succeed())
+	waitPhase(t, ns, "gone-pod", skillsv1.PhaseRunning)
+	g.Expect(operatortest.EndJob(ctx, k8s, ns, "gone-pod", &runner.Result{ExitCode: 137}, false)).To(Succeed())
+
+	done := waitPhase(t, ns, "gone-pod", skillsv1.PhaseFailed)
+	g.Expect(done.Status.Result).NotTo(BeNil())
+	g.Expect(done.Status.Result.Message).To(Equal("the sandbox pod was deleted before its result was read"))
+	g.Expect(runMessage(done)).To(ContainSubstring("the sandbox pod was deleted before its result was read"))
+}
+
+// TestRunOutlivesItsJob: a finished run whose Job is deleted (by a person
+// or a TTL controller, or by the operator once the policy's
+// ttlSecondsAfterFinished passed) keeps its phase and result, and is
+// deleted by the history no earlier than its maxAge after the run ended.
+func TestRunOutlivesItsJob(t *testing.T) {
+	const maxAge = 5 * time.Second
+	for _, tc := range []struct {
+		name string
+		ttl  *int32
+		// deleteJob deletes the Job, or leaves it to the operator.
+		deleteJob bool
+	}{
+		{name: "deleted by hand", deleteJob: true},
+		{name: "deleted by the operator", ttl: ptr.To[int32](0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			ns := commandSetup(t, func(p *skillsv1.CommandPolicy) {
+				p.Spec.History = &skillsv1.RunHistory{MaxAge: &metav1.Duration{Duration: maxAge}}
+				if tc.ttl != nil {
+					p.Spec.Sandbox = &skillsv1.Sandbox{TTLSecondsAfterFinished: tc.ttl}
+				}
+			})
+			g.Expect(k8s.Create(ctx, newRun(ns, "outlives", "echo kept"))).To(Succeed())
+			waitPhase(t, ns, "outlives", skillsv1.PhaseRunning)
+			finishJob(t, ns, "outlives", &runner.Result{Stdout: "kept\n"}, false)
+			done := waitPhase(t, ns, "outlives", skillsv1.PhaseSucceeded)
+			g.Expect(done.Status.CompletionTime).NotTo(BeNil())
+			due := done.Status.CompletionTime.Add(maxAge)
+
+			if tc.deleteJob {
+				job := &batchv1.Job{}
+				g.Expect(k8s.Get(ctx, keyOf(ns, "outlives"), job)).To(Succeed())
+				g.Expect(k8s.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+			}
+			g.Eventually(func() bool {
+				return apierrors.IsNotFound(k8s.Get(ctx, keyOf(ns, "outlives"), &batchv1.Job{}))
+			}, timeout, interval).Should(BeTrue(), "the Job was never deleted")
+
+			kept := func(g Gomega) {
+				run := &skillsv1.CommandRun{}
+				err := k8s.Get(ctx, keyOf(ns, "outlives"), run)
+				if apierrors.IsNotFound(err) && time.Now().Before(due) {
+					StopTrying(fmt.Sprintf("the run was deleted %s before its history's maxAge", time.Until(due))).Now()
+				}
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
+				g.Expect(run.Status.Result).NotTo(BeNil())
+				g.Expect(run.Status.Result.Stdout).To(Equal("kept\n"))
+				g.Expect(run.Status.CompletionTime).To(Equal(done.Status.CompletionTime))
+			}
+			// Present while its Job is gone, until shortly before it is due.
+			kept(g)
+			if left := time.Until(due) - 500*time.Millisecond; left > 0 {
+				g.Consistently(kept, left, interval).Should(Succeed())
+			}
+
+			var deletedAt time.Time
+			g.Eventually(func() bool {
+				err := k8s.Get(ctx, keyOf(ns, "outlives"), &skillsv1.CommandRun{})
+				deletedAt = time.Now()
+				return apierrors.IsNotFound(err)
+			}, maxAge+timeout, interval).Should(BeTrue(), "the history never deleted the run")
+			g.Expect(deletedAt).To(BeTemporally(">=", due), "the run was deleted before CompletionTime + maxAge")
+		})
+	}
+}
+
+// TestJobWithZeroTTLStillReportsItsResult: a policy that keeps finished
+// Jobs for 0 seconds still gets the command's result. The Job has no
+// ttlSecondsAfterFinished, which would let the TTL controller delete it,
+// and its pod, as soon as it finished; the operator deletes it once the
+// run's result is recorded, never before.
+func TestJobWithZeroTTLStillReportsItsResult(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, func(p *skillsv1.CommandPolicy) {
+		p.Spec.Sandbox = &skillsv1.Sandbox{TTLSecondsAfterFinished: ptr.To[int32](0)}
+	})
+	g.Expect(k8s.Create(ctx, newRun(ns, "zero-ttl", "echo still"))).To(Succeed())
+	waitPhase(t, ns, "zero-ttl", skillsv1.PhaseRunning)
+	job := &batchv1.Job{}
+	g.Expect(k8s.Get(ctx, keyOf(ns, "zero-ttl"), job)).To(Succeed())
+	g.Expect(job.Spec.TTLSecondsAfterFinished).To(BeNil(), "the TTL controller could delete the Job before its result is read")
+
+	finishJob(t, ns, "zero-ttl", &runner.Result{Stdout: "still\n"}, false)
+	// The run is read before the Job each time: when the Job is first seen
+	// gone, the run read a moment before must already hold the result.
+	g.Eventually(func(g Gomega) {
+		run := &skillsv1.CommandRun{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, "zero-ttl"), run)).To(Succeed())
+		err := k8s.Get(ctx, keyOf(ns, "zero-ttl"), &batchv1.Job{})
+		if apierrors.IsNotFound(err) && run.Status.Phase != skillsv1.PhaseSucceeded {
+			StopTrying(fmt.Sprintf("the Job was deleted while the run was %q, before its result was recorded", run.Status.Phase)).Now()
+		}
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Job is still there: %v", err)
+		g.Expect(run.Status.Result).NotTo(BeNil())
+		g.Expect(run.Status.Result.Stdout).To(Equal("still\n"))
+	}, timeout, interval).Should(Succeed())
+
+	// The run itself stays, for as long as the history says.
+	run := &skillsv1.CommandRun{}
+	g.Expect(k8s.Get(ctx, keyOf(ns, "zero-ttl"), run)).To(Succeed())
+	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
+}
