@@ -342,3 +342,23 @@ func TestSecretsOnlyInCommandContainer(t *testing.T) {
 		t.Errorf("envFrom without secrets = %+v, want nil", got)
 	}
 }
+
+// TestKeepAfterResult: the time a Job is kept after its run's result comes
+// from its annotation; a Job without one, or with one that is not a number
+// of seconds, says nothing, and the operator leaves it alone.
+func TestKeepAfterResult(t *testing.T) {
+	job := Job(Params{Run: testRun(), Policy: testPolicy(), RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute})
+	if got, ok := KeepAfterResult(job); !ok || got != time.Minute {
+		t.Errorf("KeepAfterResult = %s, %t; want 1m0s, true", got, ok)
+	}
+	for _, v := range []string{"", "-1", "5m", "99999999999"} {
+		job.Annotations[AnnotationTTLSecondsAfterFinished] = v
+		if got, ok := KeepAfterResult(job); ok {
+			t.Errorf("KeepAfterResult of %q = %s, true; want false", v, got)
+		}
+	}
+	delete(job.Annotations, AnnotationTTLSecondsAfterFinished)
+	if got, ok := KeepAfterResult(job); ok {
+		t.Errorf("KeepAfterResult without the annotation = %s, true; want false", got)
+	}
+}
