@@ -64,7 +64,10 @@ func TestAgentPastProgressDeadlineIsStalled(t *testing.T) {
 				warnings = append(warnings, e.Note)
 			}
 		}
-		g.Expect(warnings).To(ConsistOf(ContainSubstring(msg)))
+		// A second pass that reads the Agent from a cache not yet holding
+		// the first pass's status may say it again; never anything else.
+		g.Expect(warnings).NotTo(BeEmpty())
+		g.Expect(warnings).To(HaveEach(ContainSubstring(msg)))
 	}, timeout, interval).Should(Succeed())
 
 	// Once the pods come up, the Agent is Ready and no longer Stalled.
