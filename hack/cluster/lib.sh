@@ -43,3 +43,21 @@ pid_alive() {
   local pid
   [ -f "$1" ] && pid=$(cat "$1") && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
+
+# run NAME BINARY ARGS...: start a component inside the namespace in its own
+# session, record its PID (nsenter execs, so $! is the component) and its
+# command line, which restart.sh starts again.
+run() {
+  local name=$1; shift
+  printf '%s\0' "$@" >"$state/cmds/$name"
+  setsid nsenter --net="/run/netns/$netns" -- "$@" >>"$state/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$state/pids/$name"
+}
+
+wait_for() { # wait_for WHAT SECONDS COMMAND...
+  local what=$1 deadline=$((SECONDS + $2)); shift 2
+  until "$@" >/dev/null 2>&1; do
+    if [ $SECONDS -ge $deadline ]; then log "timed out waiting for $what"; return 1; fi
+    sleep 0.5
+  done
+}

@@ -70,7 +70,7 @@ teardown_unless_started() {
 trap teardown_unless_started EXIT
 trap 'exit 130' INT TERM
 
-mkdir -p "$state"/{pki,logs,pids,etc,etcd,run,containerd,cni/net.d} "$(dirname "$kubeconfig")"
+mkdir -p "$state"/{pki,logs,pids,cmds,etc,etcd,run,containerd,cni/net.d} "$(dirname "$kubeconfig")"
 
 images_start=$SECONDS
 "$root/hack/images/build.sh" "$root/bin/images" >/dev/null
@@ -158,20 +158,6 @@ in_netns sysctl -qw net.ipv4.conf.all.route_localnet=1 || true
   { log "the kernel lacks br_netfilter: NetworkPolicy cannot be enforced between pods"; exit 1; }
 in_netns sysctl -qw net.bridge.bridge-nf-call-iptables=1
 
-# run NAME BINARY ARGS...: start a component inside the namespace in its own
-# session, record its PID (nsenter execs, so $! is the component).
-run() {
-  local name=$1; shift
-  setsid nsenter --net="/run/netns/$netns" -- "$@" >"$state/logs/$name.log" 2>&1 </dev/null &
-  echo $! >"$state/pids/$name"
-}
-wait_for() { # wait_for WHAT SECONDS COMMAND...
-  local what=$1 deadline=$((SECONDS + $2)); shift 2
-  until "$@" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $deadline ]; then log "timed out waiting for $what"; return 1; fi
-    sleep 0.5
-  done
-}
 
 cluster_start=$SECONDS
 run etcd "$bin/etcd" --data-dir "$state/etcd" --unsafe-no-fsync \
