@@ -3,10 +3,11 @@
 // benchmarks of internal/policy, then the benchmarks of test/bench against
 // the envtest API server, each figure beside its baseline and its target.
 //
-// Figures measured elsewhere are read from a JSON file, by default
-// bin/bench/e2e.json, when it exists. The end-to-end tests (test/e2e) write
-// there the real-cluster half of the command start, `echo hi` asked of an
-// agent against a plain Job, in seconds:
+// Figures measured elsewhere are read from JSON files, by default
+// bin/bench/e2e.json and bin/bench/load.json, when they exist. The
+// end-to-end tests (test/e2e, `make e2e`) write to the first the
+// real-cluster half of the command start, `echo hi` asked of an agent
+// against a plain Job, in seconds:
 //
 //	{"date": "2026-11-30T12:27:49Z", "runs": 3,
 //	 "commandRunP50": 4.66, "commandRunP90": 5.41, "plainJobP50": 3.07, "plainJobP90": 3.12,
@@ -17,7 +18,8 @@
 //	{"rows": [{"item": "4", "measure": "…", "result": "…", "baseline": "…",
 //	           "ratio": "…", "target": "≤ 1.2×", "status": "met"}]}
 //
-// They go into the table after the rows of the same item.
+// They go into the table after the rows of the same item. The load test
+// (`make chaos`) writes its rows, item 6, to bin/bench/load.json that way.
 package main
 
 import (
@@ -73,7 +75,8 @@ func main() {
 	root := testenv.RepoRoot()
 	var o options
 	flag.StringVar(&o.out, "out", filepath.Join(root, "BENCHMARKS.md"), "The Markdown file to write.")
-	flag.StringVar(&o.extra, "extra", filepath.Join(root, "bin", "bench", "e2e.json"), "Rows measured elsewhere, as JSON; skipped when the file does not exist.")
+	flag.StringVar(&o.extra, "extra", filepath.Join(root, "bin", "bench", "e2e.json")+","+filepath.Join(root, "bin", "bench", "load.json"),
+		"Rows measured elsewhere, as JSON files separated by commas; a file that does not exist is skipped.")
 	flag.StringVar(&o.notes, "notes", filepath.Join(root, "test", "bench", "findings.md"), "Markdown appended after the table: the profiles and fixes.")
 	flag.StringVar(&o.raw, "raw", filepath.Join(root, "bin", "bench", "raw.txt"), "Where the raw output of the benchmarks is kept.")
 	flag.StringVar(&o.from, "from", "", "Write the table from the raw output of an earlier run instead of running the benchmarks.")
@@ -117,9 +120,13 @@ func run(root string, o options) error {
 	var r results
 	r.parse(text)
 	rows := table(r)
-	extra, err := readExtra(o.extra)
-	if err != nil {
-		return err
+	var extra []Row
+	for _, path := range strings.Split(o.extra, ",") {
+		more, err := readExtra(path)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, more...)
 	}
 	rows = merge(rows, extra)
 	env := environment{
@@ -133,7 +140,7 @@ func run(root string, o options) error {
 		load:       [2]string{r.load[0], r.load[1]},
 	}
 	var doc bytes.Buffer
-	writeDocument(&doc, env, rows, r, o.extra, len(extra) > 0)
+	writeDocument(&doc, env, rows, r, len(extra) > 0)
 	if notes, err := os.ReadFile(o.notes); err == nil {
 		doc.WriteString("\n")
 		doc.Write(notes)
@@ -424,7 +431,7 @@ type environment struct {
 	load       [2]string
 }
 
-func writeDocument(w *bytes.Buffer, env environment, rows []Row, r results, extraPath string, haveExtra bool) {
+func writeDocument(w *bytes.Buffer, env environment, rows []Row, r results, haveExtra bool) {
 	fmt.Fprintf(w, "# Benchmarks\n\n")
 	fmt.Fprintf(w, "Written by `make bench` (test/bench/cmd/report); do not edit the table by hand. "+
 		"Every figure stands beside a baseline measured in the same run, on the same machine and the same API server, "+
@@ -439,11 +446,11 @@ func writeDocument(w *bytes.Buffer, env environment, rows []Row, r results, extr
 	w.WriteString("## Results\n\n")
 	writeTable(w, rows)
 	if haveExtra {
-		fmt.Fprintf(w, "\nRows marked as from the end-to-end tests are read from %s, which `make e2e` writes: they come from "+
-			"that run, on a real cluster, not from this one.\n", relative(extraPath))
+		w.WriteString("\nRows from a real cluster are read from bin/bench/e2e.json, which `make e2e` writes (item 4), and " +
+			"bin/bench/load.json, which `make chaos` writes (item 6): they come from those runs, not from this one.\n")
 	} else {
-		fmt.Fprintf(w, "\nThe real-cluster half of item 4 (`echo hi` asked of an agent → its result, against a plain Job) is measured by "+
-			"the end-to-end tests; its row appears here when %s exists (format: see test/bench/cmd/report).\n", relative(extraPath))
+		w.WriteString("\nThe real-cluster rows, item 4's `echo hi` asked of an agent and item 6's load, are measured by `make e2e` " +
+			"and `make chaos`; they appear here when bin/bench/e2e.json and bin/bench/load.json exist (format: see test/bench/cmd/report).\n")
 	}
 	writeBreakdown(w, r)
 	w.WriteString("\n## How each figure is measured\n\n")
@@ -478,6 +485,14 @@ const method = `1. **Skill throughput** (BenchmarkSkillThroughput). 16 client go
    CPU from utime + stime in /proc/PID/stat. 5,000 Skills are created, then 100 Agents selecting 50 each; at rest is
    once every catalog is written and the manager has used at most 5% of a CPU for 10 s (the CPU at rest is that window's); VmHWM is reset (/proc/PID/clear_refs) before 1,000 Skills are updated, and
    the update ends when every Agent's catalog lists the new content.
+6. **Load on a real cluster** (` + "`make chaos`" + `, test/e2e/load_test.go), after the chaos rounds on the same cluster, with the
+   operator's two replicas. 200 CommandRuns are filed at once as the agent's ServiceAccount, every other one a command
+   the policy asks a person about; each command first counts its start with a counter in the model's pod, then prints
+   its key. Once the Always runs have ended, the asked ones are approved with ` + "`kubectl skills approve`" + `, eight at a
+   time. Meanwhile 50 chats arrive at the agent at once; the scripted model answers each after 3 s; a chat answered
+   429 waits as Retry-After says and asks again. Times come from each run's creation and completion timestamps
+   (whole seconds); the baselines are the same command filed alone three times and one chat alone. The manager's
+   goroutines and resident memory are read from its metrics endpoint every 2 s.
 `
 
 func writeTable(w *bytes.Buffer, rows []Row) {
@@ -638,14 +653,6 @@ func orUnknown(s string) string {
 		return "unknown"
 	}
 	return s
-}
-
-// relative is path relative to the repository root, when it is inside.
-func relative(path string) string {
-	if rel, err := filepath.Rel(testenv.RepoRoot(), path); err == nil && !strings.HasPrefix(rel, "..") {
-		return rel
-	}
-	return path
 }
 
 // memTotal is MemTotal of /proc/meminfo, in GiB.
