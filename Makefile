@@ -145,4 +145,10 @@ export E2E_LATENCY_RUNS
 e2e: helm ## Run the end-to-end tests on a fresh local cluster, then tear it down and check nothing is left.
 	hack/cluster/down.sh
 	hack/cluster/up.sh
-	go test -tags e2e -count=1 -timeout 40m -v $(E2E_FLAGS) ./test/e2e/; rc=$$?; hack/cluster/down.sh; exit $$rc
+	go test -tags e2e -count=1 -timeout 40m -v -run '^TestEndToEnd$$' $(E2E_FLAGS) ./test/e2e/; rc=$$?; hack/cluster/down.sh; exit $$rc
+
+.PHONY: chaos
+chaos: helm ## Break the local cluster while commands run (restarts, a lost leader, deleted pods), then load it; report in bin/chaos/report.json.
+	hack/cluster/down.sh
+	hack/cluster/up.sh
+	go test -tags e2e -count=1 -timeout 60m -v -run '^TestChaos$$' $(E2E_FLAGS) ./test/e2e/; rc=$$?; hack/cluster/down.sh; exit $$rc

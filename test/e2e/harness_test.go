@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,6 +37,7 @@ type cluster struct {
 	kubectl    string
 	helm       string
 	pluginDir  string // holds kubectl-skills, put on kubectl's PATH
+	config     *rest.Config
 	client     client.WithWatch
 	clientset  kubernetes.Interface // for what controller-runtime lacks: pod logs
 
@@ -77,6 +79,7 @@ func newCluster() (*cluster, error) {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 100, 200
+	c.config = cfg
 	sch, err := scheme.New()
 	if err != nil {
 		return nil, err
@@ -128,8 +131,19 @@ func (c *cluster) mustHelm(t *testing.T, args ...string) string {
 // one, and returns the local base URL. It runs until stopForwards.
 func (c *cluster) portForward(t *testing.T, namespace, service string, port int) string {
 	t.Helper()
+	url, cmd := c.forward(t, namespace, "svc/"+service, port)
+	c.mu.Lock()
+	c.forwards = append(c.forwards, cmd)
+	c.mu.Unlock()
+	return url
+}
+
+// forward forwards a local port to target (svc/NAME or pod/NAME) and
+// returns the local base URL and the port-forward, which the caller ends.
+func (c *cluster) forward(t *testing.T, namespace, target string, port int) (string, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command(c.kubectl, "--kubeconfig", c.kubeconfig, "port-forward", "-n", namespace,
-		"--address", "127.0.0.1", fmt.Sprintf("svc/%s", service), fmt.Sprintf(":%d", port))
+		"--address", "127.0.0.1", target, fmt.Sprintf(":%d", port))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +153,6 @@ func (c *cluster) portForward(t *testing.T, namespace, service string, port int)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c.mu.Lock()
-	c.forwards = append(c.forwards, cmd)
-	c.mu.Unlock()
 	found := make(chan string, 1)
 	go func() {
 		re := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+)`)
@@ -156,11 +167,29 @@ func (c *cluster) portForward(t *testing.T, namespace, service string, port int)
 	}()
 	select {
 	case p := <-found:
-		return "http://127.0.0.1:" + p
+		return "http://127.0.0.1:" + p, cmd
 	case <-time.After(30 * time.Second):
-		t.Fatalf("port-forward to %s/%s did not start: %s", namespace, service, stderr.String())
-		return ""
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("port-forward to %s/%s did not start: %s", namespace, target, stderr.String())
+		return "", nil
 	}
+}
+
+// impersonate returns a client that acts as user, as the API server sees a
+// ServiceAccount's own requests.
+func (c *cluster) impersonate(t *testing.T, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(c.config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	if sa := strings.Split(user, ":"); len(sa) == 4 && sa[0] == "system" && sa[1] == "serviceaccount" {
+		cfg.Impersonate.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + sa[2], "system:authenticated"}
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: c.client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 // postJSON sends body as JSON and decodes the answer into out; it fails the
