@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -57,6 +58,9 @@ type CommandRunReconciler struct {
 	Policies *PolicyCache
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// unfenced holds, by name, the UID of each ended run whose fence this
+	// process found gone: later passes need not read it again.
+	unfenced sync.Map
 }
 
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandruns,verbs=get;list;watch;delete
@@ -65,7 +69,7 @@ type CommandRunReconciler struct {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandpolicies;skills,verbs=get;list;watch
 // The API server's addresses, for the fence of a sandbox with an identity:
 // only the EndpointSlice named kubernetes (in namespace default), only get.
@@ -95,6 +99,9 @@ func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	run := &skillsv1.CommandRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetFence(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !run.DeletionTimestamp.IsZero() {
@@ -392,6 +399,13 @@ func (r *CommandRunReconciler) collect(ctx context.Context, run *skillsv1.Comman
 	}
 	if jobLeft > 0 {
 		wait = min(wait, jobLeft)
+	}
+	fenceLeft, err := r.unfence(ctx, run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if fenceLeft > 0 {
+		wait = min(wait, fenceLeft)
 	}
 	return ctrl.Result{RequeueAfter: wait}, nil
 }

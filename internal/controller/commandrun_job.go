@@ -140,6 +140,80 @@ func (r *CommandRunReconciler) retireJob(ctx context.Context, run *skillsv1.Comm
 	return 0, nil
 }
 
+// fencePoll is how often an ended run looks again for the end of a pod of
+// its Job that still runs, to remove its fence: pods are not watched.
+const fencePoll = 2 * time.Second
+
+// unfence deletes the NetworkPolicy of an ended run once no pod of its Job
+// still runs. A finished run's fence protects nothing, and the network
+// plugin recomputes its rules over every NetworkPolicy of the namespace: a
+// history of fences would slow every sandbox that starts. A pod that runs,
+// such as one the Job's deadline stopped that is still in its grace
+// period, keeps it; unfence then returns how long until it looks again, 0
+// otherwise. Only the run's own NetworkPolicy is deleted, and once it is
+// known gone the run's later passes do not look again.
+func (r *CommandRunReconciler) unfence(ctx context.Context, run *skillsv1.CommandRun) (time.Duration, error) {
+	if run.Status.JobName == "" || r.fenceGone(run) {
+		return 0, nil
+	}
+	if running, err := r.podsRun(ctx, run); running || err != nil {
+		return fencePoll, err
+	}
+	np := &networkingv1.NetworkPolicy{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), np)
+	switch {
+	case apierrors.IsNotFound(err):
+		r.unfenced.Store(client.ObjectKeyFromObject(run), run.UID)
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("failed to get NetworkPolicy %s, the fence of an ended run: %w", klog.KObj(run), err)
+	}
+	if isControlledBy(np, run) && np.DeletionTimestamp.IsZero() {
+		// The precondition keeps a NetworkPolicy made again under the
+		// name since the read: a conflict means that this one is gone.
+		err = r.Delete(ctx, np, client.Preconditions{UID: &np.UID})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return 0, fmt.Errorf("failed to delete NetworkPolicy %s, the fence of an ended run: %w", klog.KObj(np), err)
+		}
+	}
+	r.unfenced.Store(client.ObjectKeyFromObject(run), run.UID)
+	return 0, nil
+}
+
+// fenceGone reports whether an earlier pass of this process found the
+// run's fence gone, or not the run's to delete.
+func (r *CommandRunReconciler) fenceGone(run *skillsv1.CommandRun) bool {
+	uid, ok := r.unfenced.Load(client.ObjectKeyFromObject(run))
+	return ok && uid == run.UID
+}
+
+// forgetFence drops what unfence learnt of the run key, once it is deleted.
+func (r *CommandRunReconciler) forgetFence(key types.NamespacedName) {
+	r.unfenced.Delete(key)
+}
+
+// podsRun reports whether a pod of the run's Job has not ended: one that
+// carries the run's label and is controlled by a Job of the run's Job's
+// name. The Job's UID is not required: a Job deleted while its pod ran is
+// gone from the cache, and its pod, until it ends, still needs the fence.
+func (r *CommandRunReconciler) podsRun(ctx context.Context, run *skillsv1.CommandRun) (bool, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{sandbox.LabelCommandRun: run.Name}); err != nil {
+		return false, fmt.Errorf("failed to list pods of Job %s/%s: %w", run.Namespace, run.Status.JobName, err)
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		ref := metav1.GetControllerOfNoCopy(pod)
+		if ref == nil || ref.Kind != "Job" || ref.Name != run.Status.JobName {
+			continue
+		}
+		if phase := pod.Status.Phase; phase != corev1.PodSucceeded && phase != corev1.PodFailed {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // startJob creates the sandbox's NetworkPolicy, then its Job, from the
 // policy and skill the decision was taken on (reconcile has checked that
 // they did not change since): the runner gets that policy, and the skill's

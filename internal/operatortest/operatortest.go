@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 
@@ -130,11 +131,17 @@ func (op *Operator) FinishJob(ctx context.Context, c client.Client, ns, name str
 // pod's own final state is EndPod's, which the kubelet writes on its own
 // schedule, before or after.
 func EndJob(ctx context.Context, c client.Client, ns, name string, res *runner.Result, deadlineExceeded bool) error {
+	return EndJobAt(ctx, c, ns, name, res, deadlineExceeded, time.Now())
+}
+
+// EndJobAt is EndJob with the Job ended at the time at: a Job that ended
+// a while ago, whose pod has not shown its final state since.
+func EndJobAt(ctx context.Context, c client.Client, ns, name string, res *runner.Result, deadlineExceeded bool, at time.Time) error {
 	job := &batchv1.Job{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
 		return err
 	}
-	now := metav1.Now()
+	now := metav1.NewTime(at)
 	job.Status.StartTime = &now
 	if res != nil && res.ExitCode == 0 && !deadlineExceeded {
 		job.Status.Succeeded, job.Status.CompletionTime = 1, &now
