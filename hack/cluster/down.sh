@@ -81,5 +81,11 @@ for cg in /sys/fs/cgroup/*/kubepods; do
   [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null
 done
 
+# The components' logs of the last cluster stay for a look after a failed
+# test run.
+if [ -d "$state/logs" ]; then
+  rm -rf "$root/bin/cluster/last-logs"
+  cp -r "$state/logs" "$root/bin/cluster/last-logs" 2>/dev/null || true
+fi
 rm -rf "$state" "${kubelet_host_paths[@]}" "$kubeconfig"
 exit 0

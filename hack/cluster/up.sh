@@ -62,9 +62,7 @@ fi
 started=0
 teardown_unless_started() {
   [ $started = 1 ] && return
-  log "start failed or interrupted; tearing down (logs: bin/cluster/last-failure-logs)"
-  rm -rf "$root/bin/cluster/last-failure-logs"
-  cp -r "$state/logs" "$root/bin/cluster/last-failure-logs" 2>/dev/null || true
+  log "start failed or interrupted; tearing down (logs: bin/cluster/last-logs)"
   "$root/hack/cluster/down.sh"
 }
 trap teardown_unless_started EXIT

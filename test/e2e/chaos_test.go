@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -124,12 +123,15 @@ var faults = []fault{
 
 // chaosReport is what bin/chaos/report.json holds.
 type chaosReport struct {
-	Form         chaosForm     `json:"form"`
-	Runs         int           `json:"runs"`
-	Restarts     int           `json:"restarts"`
-	Lost         int           `json:"lost"`
-	Duplicated   int           `json:"duplicated"`
-	WrongResults int           `json:"wrongResults"`
+	Form         chaosForm `json:"form"`
+	Runs         int       `json:"runs"`
+	Restarts     int       `json:"restarts"`
+	Lost         int       `json:"lost"`
+	Duplicated   int       `json:"duplicated"`
+	WrongResults int       `json:"wrongResults"`
+	// NeverStarted counts the runs that failed, saying so, because their
+	// sandbox pod could not start: truthful, not lost.
+	NeverStarted int           `json:"neverStarted"`
 	Faults       []faultReport `json:"faults"`
 	Load         *loadReport   `json:"load,omitempty"`
 }
@@ -152,19 +154,9 @@ func (r *chaosReport) ok() bool { return r.Lost == 0 && r.Duplicated == 0 && r.W
 
 // write prints the report and saves it as bin/chaos/report.json.
 func (r *chaosReport) write(t *testing.T) {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(c.root, "bin", "chaos")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Printf("chaos (%s): %d runs, %d restarts, lost %d, duplicated %d, wrong results %d\n",
-		r.Form.Name, r.Runs, r.Restarts, r.Lost, r.Duplicated, r.WrongResults)
+	writeJSON(t, r, "chaos", "report.json")
+	fmt.Printf("chaos (%s): %d runs, %d restarts, lost %d, duplicated %d, wrong results %d; %d failed before their command started\n",
+		r.Form.Name, r.Runs, r.Restarts, r.Lost, r.Duplicated, r.WrongResults, r.NeverStarted)
 	for _, f := range r.Faults {
 		fmt.Printf("  round %d  %-55s %3d runs %5.1fs  goroutines %d→%d  RSS %.0f→%.0f MiB  %v\n", f.Round, f.Fault, f.Runs,
 			f.Seconds, f.Before.Goroutines, f.After.Goroutines, f.Before.RSSMiB, f.After.RSSMiB, f.Phases)
@@ -393,6 +385,11 @@ func (x *chaos) check(t *testing.T, r *chaosRun, run skillsv1.CommandRun, starte
 			!strings.Contains(res.Message, "signal") && !strings.Contains(res.Message, "deleted") {
 			problem(&x.report.WrongResults, "its pod was deleted mid-command, yet it ended %s: %+v", run.Status.Phase, res)
 		}
+	case run.Status.Phase == skillsv1.PhaseFailed && started == 0 && res != nil &&
+		strings.Contains(res.Message, "without running the command"):
+		// Its pod failed to start, as when the kubelet restarts while it
+		// starts a container: truthful, and never run.
+		x.report.NeverStarted++
 	case run.Status.Phase != skillsv1.PhaseSucceeded:
 		problem(&x.report.Lost, "ended %s, not Succeeded: %s", run.Status.Phase, runMessage(run))
 	case started != 1:

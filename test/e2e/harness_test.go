@@ -374,3 +374,20 @@ func (r *timings) write(root string) {
 	_ = os.MkdirAll(dir, 0o755)
 	_ = os.WriteFile(filepath.Join(dir, "timings.json"), append(data, '\n'), 0o644)
 }
+
+// writeJSON writes v as indented JSON to the file at bin/PATH... of the
+// checkout.
+func writeJSON(t *testing.T, v any, path ...string) {
+	t.Helper()
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(append([]string{c.root, "bin"}, path...)...)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, append(data, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,10 +4,8 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -57,16 +55,13 @@ func latency(t *testing.T, s *state) {
 	report.set("echo hi via CommandRun p50/p90", fmt.Sprintf("%.2fs / %.2fs", p50.Seconds(), p90.Seconds()))
 	report.set("echo hi as a plain Job p50/p90", fmt.Sprintf("%.2fs / %.2fs", b50.Seconds(), b90.Seconds()))
 	report.set("CommandRun / plain Job (p50)", fmt.Sprintf("%.2fx", p50.Seconds()/b50.Seconds()))
-	data, _ := json.MarshalIndent(map[string]any{
+	writeJSON(t, map[string]any{
 		"date":          time.Now().UTC().Format(time.RFC3339),
 		"runs":          runs,
 		"commandRunP50": p50.Seconds(), "commandRunP90": p90.Seconds(),
 		"plainJobP50": b50.Seconds(), "plainJobP90": b90.Seconds(),
 		"ratioP50": p50.Seconds() / b50.Seconds(), "ratioP90": p90.Seconds() / b90.Seconds(),
-	}, "", "  ")
-	dir := filepath.Join(c.root, "bin", "bench")
-	g.Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
-	g.Expect(os.WriteFile(filepath.Join(dir, "e2e.json"), append(data, '\n'), 0o644)).To(Succeed())
+	}, "bench", "e2e.json")
 }
 
 // plainJob runs `echo hi` as a bare Job in the toolbox image and returns

@@ -9,8 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -368,15 +366,5 @@ func writeLoadRows(t *testing.T, lr *loadReport, r *chaosReport) {
 		"ratio":    ratio(lr.ManagerPeak.RSSMiB, lr.ManagerBefore.RSSMiB) + " (peak memory)",
 		"target":   "—",
 	}}
-	data, err := json.MarshalIndent(map[string]any{"rows": rows}, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(c.root, "bin", "bench")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "load.json"), append(data, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeJSON(t, map[string]any{"rows": rows}, "bench", "load.json")
 }
