@@ -53,7 +53,12 @@ func run(addr, startsAddr, stepsFile string, loop bool) error {
 	if startsAddr != "" {
 		errc := make(chan error, 1)
 		go func() { errc <- serveStarts(ctx, startsAddr) }()
-		defer func() { stop(); <-errc }()
+		defer func() {
+			stop()
+			if err := <-errc; err != nil {
+				fmt.Fprintln(os.Stderr, "modelserver:", err)
+			}
+		}()
 	}
 	return modeltest.Serve(ctx, addr, steps, func(s *modeltest.Server, a net.Addr) {
 		if loop {
