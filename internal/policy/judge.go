@@ -30,8 +30,72 @@ type judge struct {
 	// a command nested in another after those of the outer one; each call
 	// gives back what it took.
 	words []cword
-	// buf is scratch space for wording reasons.
-	buf []byte
+	// stmts holds the statements of the programs being walked, those of a
+	// nested command string after those of the outer one, and stack the
+	// statements of the pipelines and lists still to walk; each gives
+	// back what it took, as words does.
+	stmts, stack []*syntax.Stmt
+	// parseErr is the error of the last parse, read right after it.
+	parseErr error
+	// reader feeds the parser; a parse reads its text to the end before
+	// the walk, so one reader serves every parse of a decision.
+	reader strings.Reader
+	// reasons holds the text of every reason worded so far, one after the
+	// other; spans[i] is where the reason of parts[i] lies in it, and
+	// bestSpan that of best. The reasons become strings once, when the
+	// decision is made.
+	reasons  []byte
+	spans    []span
+	bestSpan span
+}
+
+// span is where a reason lies in judge.reasons; start < 0 when the part's
+// Reason is already a string.
+type span struct{ start, end int }
+
+// noSpan marks a part whose Reason is already set.
+var noSpan = span{-1, -1}
+
+// Bounds of the scratch space a judge keeps between decisions: a decision
+// on a larger input grows it for itself only.
+const (
+	maxKeptItems = 1 << 10
+	maxKeptBytes = 64 << 10
+)
+
+// getJudge returns a judge for one decision, with the scratch space of
+// an earlier decision and nothing else of it.
+func (m *Matcher) getJudge(tools *toolSet, argv bool) *judge {
+	j, _ := m.judges.Get().(*judge)
+	if j == nil {
+		return &judge{m: m, tools: tools, argv: argv}
+	}
+	j.m, j.tools, j.argv = m, tools, argv
+	return j
+}
+
+// putJudge keeps a judge's scratch space for a later decision. Everything
+// that refers to this decision (the text, the tree, the parts) is dropped,
+// so that a later decision sees none of it and keeps none of it alive.
+func (m *Matcher) putJudge(j *judge) {
+	*j = judge{
+		words:   keep(j.words, maxKeptItems),
+		stmts:   keep(j.stmts, maxKeptItems),
+		stack:   keep(j.stack, maxKeptItems),
+		spans:   keep(j.spans, maxKeptItems),
+		reasons: keep(j.reasons, maxKeptBytes),
+	}
+	m.judges.Put(j)
+}
+
+// keep empties s for reuse, or drops it when it grew beyond max.
+func keep[T any](s []T, max int) []T {
+	if cap(s) > max {
+		return nil
+	}
+	s = s[:cap(s)]
+	clear(s)
+	return s[:0]
 }
 
 // partBuilder collects the constructs of one part; the first one found is
@@ -143,21 +207,30 @@ func (j *judge) program(src string, depth int, what string) {
 	if fixed {
 		j.constructPart(-1, written, "a comment ends in a backslash: shells end the comment at the newline, so the next line is a command of its own (judged as one)")
 	}
-	var stmts []*syntax.Stmt
-	var err error
 	parser := j.m.parsers.Get().(*syntax.Parser)
 	defer j.m.parsers.Put(parser)
+	// The statements go on j.stmts after those of the programs this one is
+	// nested in, and are given back once walked.
+	start := len(j.stmts)
+	j.parseErr = nil
+	j.reader.Reset(src)
 	// The sequence is read to its end: stopping early makes the parser
 	// panic on some inputs.
-	for s, e := range parser.StmtsSeq(strings.NewReader(src)) {
+	for s, e := range parser.StmtsSeq(&j.reader) {
 		switch {
-		case e != nil && err == nil:
-			err = e
+		case e != nil && j.parseErr == nil:
+			j.parseErr = e
 		case s != nil:
-			stmts = append(stmts, s)
+			j.stmts = append(j.stmts, s)
 		}
 	}
-	j.stmts(stmts, depth)
+	err := j.parseErr
+	end := len(j.stmts)
+	// Capped, so that the statements of a nested program never go over
+	// these.
+	j.stmtList(j.stmts[start:end:end], depth)
+	clear(j.stmts[start:end])
+	j.stmts = j.stmts[:start]
 	if err != nil {
 		j.constructPart(-1, src, fmt.Sprintf("failed to parse %s: %v", what, err))
 	}
@@ -229,8 +302,8 @@ func (j *judge) script(text string, depth int, what string, pb *partBuilder) {
 	j.scripts--
 }
 
-// stmts walks a statement list.
-func (j *judge) stmts(list []*syntax.Stmt, depth int) {
+// stmtList walks a statement list.
+func (j *judge) stmtList(list []*syntax.Stmt, depth int) {
 	for _, s := range list {
 		j.stmt(s, depth)
 	}
@@ -269,13 +342,18 @@ func (j *judge) binary(s *syntax.Stmt, c *syntax.BinaryCmd, depth int) {
 		j.compoundRedirs(s, depth)
 	}
 	j.pipeAll(s, c)
-	stack := []*syntax.Stmt{c.Y, c.X}
-	for len(stack) > 0 {
-		next := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	// The statements still to walk go on j.stack, above those of the
+	// pipelines this one is nested in; a nested one takes back all it
+	// pushes before this one goes on.
+	base := len(j.stack)
+	j.stack = append(j.stack, c.Y, c.X)
+	for len(j.stack) > base {
+		next := j.stack[len(j.stack)-1]
+		j.stack[len(j.stack)-1] = nil
+		j.stack = j.stack[:len(j.stack)-1]
 		if b, ok := next.Cmd.(*syntax.BinaryCmd); ok && len(next.Redirs) == 0 {
 			j.pipeAll(next, b)
-			stack = append(stack, b.Y, b.X)
+			j.stack = append(j.stack, b.Y, b.X)
 			continue
 		}
 		j.stmt(next, depth)
@@ -298,17 +376,17 @@ func (j *judge) compound(s *syntax.Stmt, depth int) {
 	case nil:
 		pb.add("a redirection without a command cannot be judged statically")
 	case *syntax.Block:
-		j.stmts(c.Stmts, d)
+		j.stmtList(c.Stmts, d)
 	case *syntax.Subshell:
-		j.stmts(c.Stmts, d)
+		j.stmtList(c.Stmts, d)
 	case *syntax.IfClause:
 		for ; c != nil; c = c.Else {
-			j.stmts(c.Cond, d)
-			j.stmts(c.Then, d)
+			j.stmtList(c.Cond, d)
+			j.stmtList(c.Then, d)
 		}
 	case *syntax.WhileClause:
-		j.stmts(c.Cond, d)
-		j.stmts(c.Do, d)
+		j.stmtList(c.Cond, d)
+		j.stmtList(c.Do, d)
 	case *syntax.ForClause:
 		j.forClause(c, pb, d)
 	case *syntax.CaseClause:
@@ -320,7 +398,7 @@ func (j *judge) compound(s *syntax.Stmt, depth int) {
 			for _, p := range item.Patterns {
 				j.word(p, modeUnquoted, pb, depth)
 			}
-			j.stmts(item.Stmts, d)
+			j.stmtList(item.Stmts, d)
 		}
 	default:
 		j.otherCommand(s.Cmd, pb, d)
@@ -397,7 +475,7 @@ func (j *judge) forClause(c *syntax.ForClause, pb *partBuilder, d int) {
 		j.arithm(loop.Post, pb, d)
 		pb.add("arithmetic for ((...)) loop cannot be judged statically")
 	}
-	j.stmts(c.Do, d)
+	j.stmtList(c.Do, d)
 }
 
 // call judges a simple command.
@@ -486,12 +564,13 @@ func (j *judge) finish(idx int, text string, words []cword, pb *partBuilder, v v
 	if idx < 0 && j.hasBest && !p.Action.Stricter(j.best.Action) {
 		return // neither listed nor deciding: skip formatting its reason
 	}
+	var sp span
 	if why != "" {
-		p.Reason, j.buf = reasonOf(j.buf, text, ": ", why)
+		sp = j.reason(text, ": ", why)
 	} else {
-		p.Reason, j.buf = j.m.explain(j.buf, text, v)
+		sp = j.explain(text, v)
 	}
-	j.record(idx, p)
+	j.record(idx, p, sp)
 }
 
 // constructPart records a part decided by a construct alone.
@@ -500,15 +579,32 @@ func (j *judge) constructPart(idx int, text, reason string) {
 		idx = j.reserve()
 	}
 	p := Part{Command: text, Action: Ask, RuleIndex: -1}
-	p.Reason, j.buf = reasonOf(j.buf, text, ": ", reason)
-	j.record(idx, p)
+	j.record(idx, p, j.reason(text, ": ", reason))
 }
 
 // neverPart records a part that is Never whatever the rules say.
 func (j *judge) neverPart(text, reason string) {
 	p := Part{Command: text, Action: Never, RuleIndex: -1}
-	p.Reason, j.buf = reasonOf(j.buf, text, ": ", reason)
-	j.record(j.reserve(), p)
+	j.record(j.reserve(), p, j.reason(text, ": ", reason))
+}
+
+// reason words the reason of a part, quoteText(text) followed by the
+// parts, and returns where it lies in j.reasons.
+func (j *judge) reason(text string, parts ...string) span {
+	start := len(j.reasons)
+	j.reasons = appendQuoted(j.reasons, text)
+	for _, p := range parts {
+		j.reasons = append(j.reasons, p...)
+	}
+	return span{start, len(j.reasons)}
+}
+
+// explain words the reason of a part that the rules decided.
+func (j *judge) explain(text string, v verdict) span {
+	start := len(j.reasons)
+	j.reasons = appendQuoted(j.reasons, text)
+	j.reasons = j.m.appendExplanation(j.reasons, v)
+	return span{start, len(j.reasons)}
 }
 
 // reserve returns the index of a new slot in Parts, or -1 when Parts is
@@ -516,30 +612,42 @@ func (j *judge) neverPart(text, reason string) {
 func (j *judge) reserve() int {
 	if len(j.parts) < MaxParts {
 		j.parts = append(j.parts, Part{})
+		j.spans = append(j.spans, noSpan)
 		return len(j.parts) - 1
 	}
 	if !j.partsCapped {
 		j.partsCapped = true
 		reason := fmt.Sprintf("the command has more than %d simple commands; only the first ones are listed", MaxParts)
-		j.record(-1, Part{Action: Ask, RuleIndex: -1, Reason: reason})
+		j.record(-1, Part{Action: Ask, RuleIndex: -1, Reason: reason}, noSpan)
 	}
 	return -1
 }
 
-// record stores a part in its slot and keeps the strictest one.
-func (j *judge) record(idx int, p Part) {
+// record stores a part, whose reason lies at sp in j.reasons, in its slot
+// and keeps the strictest one.
+func (j *judge) record(idx int, p Part, sp span) {
 	if idx >= 0 {
-		j.parts[idx] = p
+		j.parts[idx], j.spans[idx] = p, sp
 	}
 	if !j.hasBest || p.Action.Stricter(j.best.Action) {
-		j.best, j.hasBest = p, true
+		j.best, j.bestSpan, j.hasBest = p, sp, true
 	}
 }
 
-// decision returns the verdict for the whole command line.
+// decision returns the verdict for the whole command line. Every reason
+// is cut from one string, made here.
 func (j *judge) decision() Decision {
 	if !j.hasBest {
 		return Decision{Action: Ask, RuleIndex: -1, Reason: "empty command: there is nothing to judge"}
+	}
+	reasons := string(j.reasons)
+	for i, sp := range j.spans {
+		if sp.start >= 0 {
+			j.parts[i].Reason = reasons[sp.start:sp.end]
+		}
+	}
+	if sp := j.bestSpan; sp.start >= 0 {
+		j.best.Reason = reasons[sp.start:sp.end]
 	}
 	return Decision{
 		Action:    j.best.Action,

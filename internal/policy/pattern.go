@@ -545,33 +545,29 @@ func (m *Matcher) try(i int, words []cword, base string, dynamic bool, best *ver
 	*best = verdict{action: r.Action, index: i, possible: possible}
 }
 
-// explain words the reason for a verdict on a simple command: the quoted
-// command, then the rule (or the default action) that decided it. buf is
-// scratch space it may grow and returns.
-func (m *Matcher) explain(buf []byte, text string, v verdict) (string, []byte) {
+// appendExplanation appends to dst what follows the quoted command in the
+// reason for a verdict on a simple command: the rule (or the default
+// action) that decided it.
+func (m *Matcher) appendExplanation(dst []byte, v verdict) []byte {
 	if v.index < 0 {
 		if v.action != m.def {
-			return reasonOf(buf, text, " matched no rule: default action "+string(v.action))
+			return append(append(dst, " matched no rule: default action "...), v.action...)
 		}
-		return reasonOf(buf, text, m.noRule)
+		return append(dst, m.noRule...)
 	}
-	if v.base == "" && !v.possible && !v.normalized {
-		return reasonOf(buf, text, m.matched[v.index])
-	}
-	rule := m.matched[v.index]
 	if v.possible {
-		rule = m.mayMatch[v.index]
+		dst = append(dst, m.mayMatch[v.index]...)
+	} else {
+		dst = append(dst, m.matched[v.index]...)
 	}
-	base := ""
 	if v.base != "" {
-		base = " through its base name " + strconv.Quote(v.base)
+		dst = strconv.AppendQuote(append(dst, " through its base name "...), v.base)
 	}
-	expansion := ""
 	if v.possible {
-		expansion = ", depending on the value of an expansion"
+		dst = append(dst, ", depending on the value of an expansion"...)
 	}
 	if v.normalized {
-		expansion += ", as kubectl reads its resource names"
+		dst = append(dst, ", as kubectl reads its resource names"...)
 	}
-	return reasonOf(buf, text, rule, base, expansion)
+	return dst
 }

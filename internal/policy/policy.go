@@ -173,8 +173,9 @@ type Matcher struct {
 	// here rather than for every simple command judged.
 	matched, mayMatch []string
 	noRule            string
-	// parsers recycles shell parsers, which are costly to allocate.
-	parsers sync.Pool
+	// parsers recycles shell parsers, which are costly to allocate, and
+	// judges the scratch space of decisions (see getJudge).
+	parsers, judges sync.Pool
 }
 
 // compiledRule is a Rule with its compiled pattern.
@@ -269,9 +270,11 @@ func (m *Matcher) CheckExamples(examples []Example) error {
 // decide runs one judgement; tools is nil when nothing narrows it, and
 // argv is set when the command is an argv quoted by DecideArgs.
 func (m *Matcher) decide(command string, tools *toolSet, argv bool) Decision {
-	j := &judge{m: m, tools: tools, argv: argv}
+	j := m.getJudge(tools, argv)
 	j.top(command)
-	return j.decision()
+	d := j.decision()
+	m.putJudge(j)
+	return d
 }
 
 // maxQuoted is how much of a command a reason quotes.
@@ -292,16 +295,6 @@ func appendQuoted(dst []byte, s string) []byte {
 		return strconv.AppendQuote(dst, strings.TrimSpace(s[:cut]+"..."))
 	}
 	return strconv.AppendQuote(dst, strings.TrimSpace(s))
-}
-
-// reasonOf returns quoteText(text) followed by the parts, building the
-// string in one allocation; buf is scratch space it may grow and returns.
-func reasonOf(buf []byte, text string, parts ...string) (string, []byte) {
-	buf = appendQuoted(buf[:0], text)
-	for _, p := range parts {
-		buf = append(buf, p...)
-	}
-	return string(buf), buf
 }
 
 // isRuneStart reports whether b starts a UTF-8 sequence.

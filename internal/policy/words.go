@@ -33,7 +33,11 @@ const (
 
 // wordScan accumulates what is known about one word.
 type wordScan struct {
-	text    strings.Builder
+	// text is the known text while it is one piece, as the parser read it
+	// (most words); more pieces are joined in joined.
+	text    string
+	pieces  int
+	joined  strings.Builder
 	dynamic bool // an expansion was seen; text stops growing
 	many    bool // it may become several words, or none
 	split   bool // an unquoted expansion may split it into any words
@@ -45,9 +49,28 @@ type wordScan struct {
 
 // literal appends known text while no expansion has been seen.
 func (s *wordScan) literal(t string) {
-	if !s.dynamic {
-		s.text.WriteString(t)
+	if s.dynamic || t == "" {
+		return
 	}
+	switch s.pieces {
+	case 0:
+		s.text = t
+	case 1:
+		s.joined.Grow(len(s.text) + len(t))
+		s.joined.WriteString(s.text)
+		s.joined.WriteString(t)
+	default:
+		s.joined.WriteString(t)
+	}
+	s.pieces++
+}
+
+// String returns the known text of the word.
+func (s *wordScan) String() string {
+	if s.pieces <= 1 {
+		return s.text
+	}
+	return s.joined.String()
 }
 
 // word analyses a word, judges the commands nested in it as parts of their
@@ -74,7 +97,7 @@ func (j *judge) word(w *syntax.Word, mode quoteMode, pb *partBuilder, depth int)
 	if s.braces {
 		pb.addBashReason(reasonBashBraces)
 	}
-	cw.text = s.text.String()
+	cw.text = s.String()
 	switch {
 	case s.many:
 		cw.kind = wMany
@@ -131,7 +154,7 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 		} else {
 			pb.add(reasonCmdSubst)
 		}
-		j.stmts(x.Stmts, depth+1)
+		j.stmtList(x.Stmts, depth+1)
 		s.dynamic = true
 		s.many = s.many || !quoted
 		s.split = s.split || !quoted
@@ -147,7 +170,7 @@ func (j *judge) wordPart(part syntax.WordPart, mode quoteMode, s *wordScan, pb *
 		s.split = s.split || !quoted
 	case *syntax.ProcSubst:
 		pb.add(fmt.Sprintf("process substitution %s...) cannot be judged statically", x.Op))
-		j.stmts(x.Stmts, depth+1)
+		j.stmtList(x.Stmts, depth+1)
 		s.dynamic = true
 	case *syntax.ExtGlob:
 		pb.addBash("the extended glob " + x.Op.String() + "(...)")
