@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -40,7 +41,10 @@ const FieldOwner = client.FieldOwner("kubeskills-operator")
 // SkillReconciler validates Skills and serves each valid one as ConfigMaps.
 type SkillReconciler struct {
 	client.Client
-	Recorder recorder.EventRecorder
+	// APIReader reads what the cache does not hold: a served ConfigMap's
+	// data, to tell whether it must be written. Nil means the manager's.
+	APIReader client.Reader
+	Recorder  recorder.EventRecorder
 	// MaxInstructionsBytes bounds a skill's instructions; 0 means the default.
 	MaxInstructionsBytes int
 	// ShardBytes is the most content one ConfigMap holds; 0 means the default.
@@ -66,13 +70,11 @@ func (r *SkillReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// Skill are found through an index rather than by scanning every
 	// ConfigMap of the namespace. A Skill's first shard is always kept, so
 	// only the others are indexed, which keeps the index small.
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), configMapMetadata(), IndexConfigMapSkill, func(o client.Object) []string {
-		if name, ok := o.GetLabels()[skillsv1.LabelSkill]; ok && o.GetName() != shardName(name, 0) {
-			return []string{name}
-		}
-		return nil
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), configMapMetadata(), IndexConfigMapSkill, extraShardsOf); err != nil {
 		return fmt.Errorf("failed to index ConfigMaps by skill: %w", err)
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&skillsv1.Skill{}, builder.WithPredicates(predicate.Or[client.Object](
@@ -154,12 +156,12 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 	}
 	for i := len(shards) - 1; i >= 0; i-- {
 		key := types.NamespacedName{Namespace: obj.Namespace, Name: names[i]}
-		if intact, err := r.served.intact(ctx, r.Client, key, hash); err != nil {
+		cm := skillConfigMap(obj, i, shards[i], hash, invocation)
+		if intact, err := r.served.serving(ctx, r.Client, r.APIReader, key, hash, cm); err != nil {
 			return nil, err
 		} else if intact {
 			continue
 		}
-		cm := skillConfigMap(obj, i, shards[i], hash, invocation)
 		if err := r.Apply(ctx, cm, FieldOwner, client.ForceOwnership); err != nil {
 			r.served.forget(key)
 			return nil, fmt.Errorf("failed to apply ConfigMap %s/%s: %w", obj.Namespace, names[i], err)
@@ -173,6 +175,15 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 // IndexConfigMapSkill indexes the metadata of ConfigMaps by the value of
 // their kubeskills.io/skill label, all but the first shard of each Skill.
 const IndexConfigMapSkill = "kubeskills.io/skill-extra-shards"
+
+// extraShardsOf indexes a ConfigMap under the Skill it serves, unless it is
+// that Skill's first shard.
+func extraShardsOf(o client.Object) []string {
+	if name, ok := o.GetLabels()[skillsv1.LabelSkill]; ok && o.GetName() != shardName(name, 0) {
+		return []string{name}
+	}
+	return nil
+}
 
 // configMapMetadata is an empty ConfigMap of the metadata cache.
 func configMapMetadata() *metav1.PartialObjectMetadata {
@@ -202,16 +213,38 @@ func (r *SkillReconciler) deleteStaleShards(ctx context.Context, obj *skillsv1.S
 	return nil
 }
 
-// recordTransitions emits an Event when new content is served or when the
-// list of problems changes, never on a pass that changed nothing.
+// recordTransitions emits an Event when the served state changes in a way
+// a person must learn of, and never on a pass that changed nothing:
+//   - a Warning when a generation is refused, or its list of problems
+//     changes: the author's change is not served, and the message says why;
+//   - a Normal Served when a valid generation is served after a refused one
+//     (an invalid generation or source): the Warning above no longer holds,
+//     and an Event list that ended with it would say it still does.
+//
+// Serving a valid generation otherwise (the first one, or any edit after a
+// served one) emits no Event. It is what the person asked for, and the
+// Skill's status already says it: Ready, its message naming the generation
+// and ConfigMaps, servedGeneration, contentHash. An Event there would be a
+// fourth API write per Skill, and a Skill's first serve and every
+// valid edit are the common case (a Git sync applies hundreds at once),
+// where the Event only repeats the status.
 func (r *SkillReconciler) recordTransitions(before, after *skillsv1.Skill) {
-	if after.Status.ContentHash != before.Status.ContentHash {
+	if recovered(before.Status.Conditions, after.Status.Conditions) {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Served", "Serve",
-			"Serving generation %d (%d bytes, about %d tokens)", after.Generation, after.Status.SizeBytes, after.Status.EstimatedTokens)
+			"Serving generation %d (%d bytes, about %d tokens); the problems reported before are resolved",
+			after.Status.ServedGeneration, after.Status.SizeBytes, after.Status.EstimatedTokens)
 	}
 	if stalled, changed := becameStalled(before.Status.Conditions, after.Status.Conditions); changed {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, stalled.Reason, "Validate", "%s", eventNote(stalled.Message))
 	}
+}
+
+// recovered tells whether a pass served a generation while Ready was False:
+// the Skill was refused (Ready is False only then; a transient failure
+// leaves Ready as it was) and is served again.
+func recovered(before, after []metav1.Condition) bool {
+	was := apimeta.FindStatusCondition(before, skillsv1.ReadyCondition)
+	return was != nil && was.Status == metav1.ConditionFalse && apimeta.IsStatusConditionTrue(after, skillsv1.ReadyCondition)
 }
 
 func (r *SkillReconciler) shardBytes() int {

@@ -90,11 +90,6 @@ func TestSkillIsServedAsConfigMap(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(served.Files).To(Equal(want.Files))
 	g.Expect(served.Body).To(Equal(want.Body))
-
-	g.Eventually(func(g Gomega) {
-		g.Expect(events(g, got)).To(ContainElement(And(
-			HaveField("Reason", "Served"), HaveField("Type", corev1.EventTypeNormal))))
-	}, timeout, interval).Should(Succeed())
 }
 
 // TestSkillRefusals shows each semantic rule refusing a Skill that the schema
