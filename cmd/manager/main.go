@@ -5,6 +5,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,10 +22,15 @@ func main() {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 
+	setup := ctrl.Log.WithName("setup")
+	if limit := manager.SetMemoryLimit(o.MemoryLimit); limit != math.MaxInt64 {
+		setup.Info("Go memory limit", "bytes", limit, "containerLimit", o.MemoryLimit)
+	}
+
 	ctx := ctrl.SetupSignalHandler()
 	mgr, err := manager.New(ctx, ctrl.GetConfigOrDie(), o)
 	if err == nil {
-		ctrl.Log.WithName("setup").Info("Starting manager")
+		setup.Info("Starting manager")
 		err = mgr.Start(ctx)
 	}
 	if err != nil {

@@ -7,12 +7,16 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"strings"
 
 	kubescheme "github.com/kubeskills/kubeskills/internal/scheme"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -59,6 +63,13 @@ type Options struct {
 	// Image is the operator's own image: it holds the runner that sandbox
 	// Jobs copy in, and the agent runtime.
 	Image string
+	// RunnerVolume is how sandboxes get the runner: controller.RunnerVolumeAuto,
+	// RunnerVolumeImage or RunnerVolumeCopy.
+	RunnerVolume string
+	// Namespace is the operator's own, where the runner probe runs; empty
+	// means the pod's namespace when the manager runs in a pod, and no
+	// probe otherwise.
+	Namespace string
 	// SandboxImage is the toolbox image commands run in when a policy names
 	// none.
 	SandboxImage string
@@ -67,6 +78,11 @@ type Options struct {
 	// Results are always read from the pods as the manager's cache and the
 	// API server show them.
 	Logs controller.LogFunc
+	// MemoryLimit is the container's memory limit in bytes, 0 if unknown:
+	// cmd/manager asks the Go runtime to keep its memory under
+	// MemoryLimitRatio of it (SetMemoryLimit). It is the process's, so New
+	// leaves it alone.
+	MemoryLimit int64
 	// SkipControllerNameValidation lets two managers run in one process, as
 	// tests of a restart do.
 	SkipControllerNameValidation bool
@@ -85,7 +101,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.SkillWorkers, "skill-workers", 4, "Skills reconciled at once.")
 	fs.IntVar(&o.RunWorkers, "run-workers", 4, "CommandRuns reconciled at once.")
 	fs.StringVar(&o.Image, "image", DefaultImage, "The operator's own image: sandbox Jobs copy the runner from it, and agents run it.")
+	fs.Int64Var(&o.MemoryLimit, "memory-limit", 0, "The container's memory limit in bytes (e.g. from the downward API's limits.memory); the Go runtime keeps its memory under 90% of it unless GOMEMLIMIT is set. 0: no limit.")
 	fs.StringVar(&o.SandboxImage, "sandbox-image", DefaultSandboxImage, "Toolbox image commands run in when a CommandPolicy names none.")
+	fs.StringVar(&o.RunnerVolume, "runner-volume", controller.RunnerVolumeAuto, "How sandboxes get the runner: auto mounts it from the operator image as an image volume where a probe Job, run at start in the operator's namespace, shows that the cluster can; image always mounts it; copy always copies it with an init container.")
 }
 
 // Default images.
@@ -101,24 +119,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err != nil {
 		return nil, err
 	}
-	// Cache only the Jobs and pods of sandboxes, not every one in the cluster.
-	sandboxes, err := labels.Parse(sandbox.LabelCommandRun)
+	byObject, err := cacheScopes()
 	if err != nil {
-		return nil, fmt.Errorf("failed to parse sandbox selector: %w", err)
-	}
-	agents, err := labels.Parse(controller.LabelAgent)
-	if err != nil {
-		return nil, fmt.Errorf("failed to parse agent selector: %w", err)
+		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:     scheme,
 		Controller: config.Controller{SkipNameValidation: &o.SkipControllerNameValidation},
 		Cache: cache.Options{
-			ByObject: map[client.Object]cache.ByObject{
-				&batchv1.Job{}:       {Label: sandboxes},
-				&corev1.Pod{}:        {Label: sandboxes},
-				&appsv1.Deployment{}: {Label: agents},
-			},
+			ByObject: byObject,
 			// No reconciler reads managedFields: the cache need not hold
 			// them, which spares memory and the copying of every read.
 			DefaultTransform: cache.TransformStripManagedFields(),
@@ -146,6 +155,46 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, fmt.Errorf("failed to add ready check: %w", err)
 	}
 	return mgr, nil
+}
+
+// cacheScopes limits what the manager's cache holds of the built-in kinds
+// to the objects the operator makes, by label, so that its memory follows
+// its own objects and not the cluster's:
+//   - the Jobs and pods of sandboxes: kubeskills.io/commandrun;
+//   - the Deployments of agents: kubeskills.io/agent;
+//   - ConfigMaps (the skills' shards and the agents' catalogs, cached as
+//     metadata only), NetworkPolicies, ServiceAccounts, Roles,
+//     RoleBindings, Services and Secrets:
+//     app.kubernetes.io/managed-by=kubeskills.
+//
+// Every object the operator makes has carried these labels since it was
+// first made, so the cache finds the objects of earlier versions too. An
+// object the operator does not own (the ServiceAccount a policy names, a
+// Secret an Agent names) is never read through the cache, which would not
+// find it: such reads go to the API server (the manager's APIReader).
+// Objects of a namespace are never listed whole.
+func cacheScopes() (map[client.Object]cache.ByObject, error) {
+	sandboxes, err := labels.Parse(sandbox.LabelCommandRun)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse sandbox selector: %w", err)
+	}
+	agents, err := labels.Parse(controller.LabelAgent)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse agent selector: %w", err)
+	}
+	owned := labels.SelectorFromSet(labels.Set{sandbox.LabelManagedBy: sandbox.ManagedBy})
+	return map[client.Object]cache.ByObject{
+		&batchv1.Job{}:                {Label: sandboxes},
+		&corev1.Pod{}:                 {Label: sandboxes},
+		&appsv1.Deployment{}:          {Label: agents},
+		&corev1.ConfigMap{}:           {Label: owned},
+		&networkingv1.NetworkPolicy{}: {Label: owned},
+		&corev1.ServiceAccount{}:      {Label: owned},
+		&rbacv1.Role{}:                {Label: owned},
+		&rbacv1.RoleBinding{}:         {Label: owned},
+		&corev1.Service{}:             {Label: owned},
+		&corev1.Secret{}:              {Label: owned},
+	}, nil
 }
 
 // metricsOptions serves metrics over HTTPS with authentication and
@@ -206,16 +255,24 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		logs = controller.PodLogs(cs)
 	}
 	results := controller.NewPodResultReader(mgr.GetClient(), mgr.GetAPIReader(), logs)
+	probe := &controller.RunnerProbe{
+		Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Results: results, Namespace: operatorNamespace(o.Namespace),
+		RunnerImage: o.Image, SandboxImage: o.SandboxImage, Mode: o.RunnerVolume,
+	}
+	if err := mgr.Add(probe); err != nil {
+		return fmt.Errorf("failed to add the runner probe: %w", err)
+	}
 	policyCache := &controller.PolicyCache{}
 	runs := &controller.CommandRunReconciler{
-		Policies:     policyCache,
-		Client:       mgr.GetClient(),
-		APIReader:    mgr.GetAPIReader(),
-		Recorder:     mgr.GetEventRecorder("kubeskills-commandrun"),
-		Results:      results,
-		RunnerImage:  o.Image,
-		SandboxImage: o.SandboxImage,
-		Workers:      o.RunWorkers,
+		Policies:        policyCache,
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		Recorder:        mgr.GetEventRecorder("kubeskills-commandrun"),
+		Results:         results,
+		RunnerImage:     o.Image,
+		RunnerFromImage: probe.FromImage,
+		SandboxImage:    o.SandboxImage,
+		Workers:         o.RunWorkers,
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("failed to set up the CommandRun controller: %w", err)
@@ -231,4 +288,20 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("failed to set up the Agent controller: %w", err)
 	}
 	return nil
+}
+
+// serviceAccountNamespaceFile holds the namespace of a pod's ServiceAccount.
+const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// operatorNamespace is ns, or the pod's namespace when the manager runs in
+// a pod; "" otherwise.
+func operatorNamespace(ns string) string {
+	if ns != "" {
+		return ns
+	}
+	data, err := os.ReadFile(serviceAccountNamespaceFile)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
 }

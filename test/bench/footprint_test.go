@@ -19,7 +19,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/skill"
@@ -32,6 +37,10 @@ const (
 	fleetSkills  = 5000
 	fleetAgents  = 100
 	fleetUpdates = 1000
+	// The objects of others the cluster holds besides: the manager must
+	// not grow with them.
+	unrelatedConfigMaps = 20000
+	unrelatedPods       = 5000
 	// restWindow is how long the manager is watched at rest.
 	restWindow = 10 * time.Second
 )
@@ -40,14 +49,16 @@ const (
 // against an API server of its own, with no webhooks and no leader
 // election, and reads its memory (VmRSS, VmHWM) and CPU time (utime and
 // stime) from /proc: on an empty cluster (the baseline), while 5,000 Skills
-// and 100 Agents (50 Skills each) are created, at rest holding them, and
-// while 1,000 of the Skills are updated (VmHWM is reset before, through
-// /proc/PID/clear_refs).
+// and 100 Agents (50 Skills each) are created, at rest holding them, at
+// rest again once 20,000 ConfigMaps and 5,000 pods that are none of the
+// operator's are in the cluster too, and while 1,000 of the Skills are
+// updated (VmHWM is reset before, through /proc/PID/clear_refs).
 //
 // Metrics, memory in MiB and CPU in seconds: empty-rss-MiB; load-s,
 // load-cpu-s and load-hwm-MiB; rest-rss-MiB, rest-heap-MiB (Go heap in use,
-// from the manager's metrics) and rest-cpu-s (over restWindow); update-s,
-// update-cpu-s and update-hwm-MiB.
+// from the manager's metrics) and rest-cpu-s (over restWindow);
+// unrelated-rss-MiB, unrelated-heap-MiB and unrelated-ratio (of VmRSS to
+// rest-rss-MiB); update-s, update-cpu-s and update-hwm-MiB.
 func BenchmarkManagerFootprint(b *testing.B) {
 	ctx := context.Background()
 	for b.Loop() {
@@ -90,6 +101,12 @@ func BenchmarkManagerFootprint(b *testing.B) {
 		heap := mgr.metric(b, "go_memstats_heap_inuse_bytes")
 		mgr.profile(b, "manager-rest-heap", "heap?gc=1")()
 
+		createUnrelated(ctx, b, e)
+		mgr.settle(b, restWindow)
+		unrelated := mgr.status(b)
+		unrelatedHeap := mgr.metric(b, "go_memstats_heap_inuse_bytes")
+		mgr.profile(b, "manager-unrelated-heap", "heap?gc=1")()
+
 		mgr.resetPeak(b)
 		cpu0 = procCPU(mgr.pid())
 		wait = mgr.profile(b, "manager-update-cpu", "profile?seconds=30")
@@ -112,9 +129,74 @@ func BenchmarkManagerFootprint(b *testing.B) {
 		b.ReportMetric(rest.rss, "rest-rss-MiB")
 		b.ReportMetric(heap/(1<<20), "rest-heap-MiB")
 		b.ReportMetric(seconds(restCPU), "rest-cpu-s")
+		b.ReportMetric(unrelated.rss, "unrelated-rss-MiB")
+		b.ReportMetric(unrelatedHeap/(1<<20), "unrelated-heap-MiB")
+		b.ReportMetric(unrelated.rss/rest.rss, "unrelated-ratio")
 		b.ReportMetric(seconds(update), "update-s")
 		b.ReportMetric(seconds(updateCPU), "update-cpu-s")
 		b.ReportMetric(updateHWM, "update-hwm-MiB")
+	}
+}
+
+// createUnrelated fills a namespace of its own with what other workloads
+// keep in a cluster: unrelatedConfigMaps ConfigMaps of 1 KiB of data and
+// unrelatedPods pods of a typical web Deployment (they stay Pending: there
+// is no scheduler). None carries a label of the operator's.
+func createUnrelated(ctx context.Context, b *testing.B, e *testenv.Env) {
+	b.Helper()
+	ns := e.Namespace(b)
+	// Pods need their ServiceAccount; no controller makes "default" here.
+	if err := e.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); client.IgnoreAlreadyExists(err) != nil {
+		b.Fatal(err)
+	}
+	data := strings.Repeat("log.level=info\nfeature.flag=on\n", 1024/32)
+	if err := parallel(unrelatedConfigMaps, func(i int) error {
+		return e.Client.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("app-config-%05d", i),
+				Labels: map[string]string{"app.kubernetes.io/name": "web", "app.kubernetes.io/instance": fmt.Sprintf("web-%03d", i%200)}},
+			Data: map[string]string{"app.properties": data},
+		})
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := parallel(unrelatedPods, func(i int) error { return e.Client.Create(ctx, unrelatedPod(ns, i)) }); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// unrelatedPod is pod i of 50 web Deployments' ReplicaSets.
+func unrelatedPod(ns string, i int) *corev1.Pod {
+	app := fmt.Sprintf("web-%02d", i%50)
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}}, PeriodSeconds: 10}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s-7d9f8b6c5d-%05d", app, i), Labels: map[string]string{
+			"app.kubernetes.io/name": "web", "app.kubernetes.io/instance": app, "pod-template-hash": "7d9f8b6c5d",
+		}},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers: []corev1.Container{{
+				Name:  "web",
+				Image: "registry.example.com/web:1.4.2",
+				Args:  []string{"--listen=:8080", "--config=/etc/web/app.properties"},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+				Env: []corev1.EnvVar{
+					{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+					{Name: "LOG_FORMAT", Value: "json"},
+				},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+				},
+				ReadinessProbe: probe("/readyz"),
+				LivenessProbe:  probe("/healthz"),
+				VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/etc/web", ReadOnly: true}},
+			}},
+			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: fmt.Sprintf("app-config-%05d", i)},
+			}}}},
+		},
 	}
 }
 
@@ -210,6 +292,8 @@ func startManager(b *testing.B, e *testenv.Env) *managerProcess {
 		"--metrics-bind-address="+m.metricsAddr,
 		"--health-probe-bind-address=0",
 		"--leader-elect=false",
+		// Plain HTTP on loopback, for the benchmark to read the metrics.
+		"--metrics-secure=false",
 		"--pprof-bind-address="+pprofAddr,
 	)
 	// KUBESKILLS_BENCH_MANAGER_ENV adds variables to the manager's

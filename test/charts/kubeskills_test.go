@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -94,7 +95,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 	if c.Image != image {
 		t.Errorf("image = %s, want %s", c.Image, image)
 	}
-	o := managerOptions(t, c.Args)
+	o := managerOptions(t, c)
 	if o.Image != image || o.SandboxImage != "docker.io/library/busybox:1.37" {
 		t.Errorf("--image=%s --sandbox-image=%s, want the manager's image and busybox", o.Image, o.SandboxImage)
 	}
@@ -107,6 +108,10 @@ func TestOperatorChartDefaults(t *testing.T) {
 	checkProbes(t, c)
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources = %v, want requests and limits", c.Resources)
+	}
+	// The Go runtime keeps under 90% of the container's memory limit.
+	if limit := c.Resources.Limits.Memory().Value(); o.MemoryLimit != limit {
+		t.Errorf("--memory-limit=%d, want the container's limit %d", o.MemoryLimit, limit)
 	}
 	if sa := d.Spec.Template.Spec.ServiceAccountName; sa != "kubeskills" {
 		t.Errorf("serviceAccountName = %s", sa)
@@ -140,11 +145,12 @@ func TestOperatorChartValues(t *testing.T) {
 			d := toTyped[appsv1.Deployment](t, objs.get(t, "Deployment", "skills-operator"))
 			checkRestricted(t, d)
 			c := d.Spec.Template.Spec.Containers[0]
-			o := managerOptions(t, c.Args)
+			o := managerOptions(t, c)
 			if c.Image != "registry.example.com/kubeskills:v1.2.3" || o.Image != c.Image || c.ImagePullPolicy != corev1.PullAlways {
 				t.Errorf("image %s (%s), --image=%s", c.Image, c.ImagePullPolicy, o.Image)
 			}
-			if o.SandboxImage != "registry.example.com/toolbox:1" || o.MaxInstructionsBytes != 131072 || o.SkillWorkers != 8 || o.RunWorkers != 2 {
+			if o.SandboxImage != "registry.example.com/toolbox:1" || o.MaxInstructionsBytes != 131072 || o.SkillWorkers != 8 || o.RunWorkers != 2 ||
+				o.MemoryLimit != 1<<30 {
 				t.Errorf("manager options %+v", o)
 			}
 			if !slices.Contains(c.Args, "--zap-stacktrace-level=panic") || !slices.Contains(c.Args, "--zap-encoder=console") {
@@ -210,7 +216,7 @@ func TestOperatorChartValues(t *testing.T) {
 		set:  []string{"metrics.enabled=false", "metrics.serviceMonitor.enabled=true"},
 		check: func(t *testing.T, objs objects) {
 			d := toTyped[appsv1.Deployment](t, objs.get(t, "Deployment", "kubeskills"))
-			if o := managerOptions(t, d.Spec.Template.Spec.Containers[0].Args); o.MetricsAddr != "0" {
+			if o := managerOptions(t, d.Spec.Template.Spec.Containers[0]); o.MetricsAddr != "0" {
 				t.Errorf("--metrics-bind-address=%s, want 0", o.MetricsAddr)
 			}
 			if len(objs.ofKind("Service")) != 0 || len(objs.ofKind("ServiceMonitor")) != 0 {
@@ -222,7 +228,7 @@ func TestOperatorChartValues(t *testing.T) {
 		set:  []string{"image.digest=sha256:0123abcd", "runtimeImage=registry.example.com/kubeskills-runtime:2"},
 		check: func(t *testing.T, objs objects) {
 			c := toTyped[appsv1.Deployment](t, objs.get(t, "Deployment", "kubeskills")).Spec.Template.Spec.Containers[0]
-			o := managerOptions(t, c.Args)
+			o := managerOptions(t, c)
 			if c.Image != "docker.io/kubeskills/kubeskills@sha256:0123abcd" || o.Image != "registry.example.com/kubeskills-runtime:2" {
 				t.Errorf("image %s, --image=%s", c.Image, o.Image)
 			}
@@ -263,9 +269,11 @@ func kindNames(objs objects) []string {
 }
 
 // managerOptions parses the container's args with the manager's own flags,
-// so an arg the manager does not know fails the test.
-func managerOptions(t *testing.T, args []string) manager.Options {
+// so an arg the manager does not know fails the test. References to the
+// container's variables, $(NAME), are expanded first as the kubelet does.
+func managerOptions(t *testing.T, c corev1.Container) manager.Options {
 	t.Helper()
+	args := expandArgs(t, c)
 	var o manager.Options
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	o.BindFlags(fs)
@@ -277,6 +285,36 @@ func managerOptions(t *testing.T, args []string) manager.Options {
 		t.Fatalf("the manager's args %v hold non-flags %v", args, fs.Args())
 	}
 	return o
+}
+
+// expandArgs returns the container's args with $(NAME) replaced by the
+// value of its variable NAME, as the kubelet gives it: a literal value, or
+// the container's own resource limit in bytes. Any other reference fails
+// the test.
+func expandArgs(t *testing.T, c corev1.Container) []string {
+	t.Helper()
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			vars[e.Name] = e.Value
+		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" &&
+			e.ValueFrom.ResourceFieldRef.ContainerName == c.Name:
+			vars[e.Name] = strconv.FormatInt(c.Resources.Limits.Memory().Value(), 10)
+		}
+	}
+	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	args := make([]string, len(c.Args))
+	for i, arg := range c.Args {
+		args[i] = ref.ReplaceAllStringFunc(arg, func(m string) string {
+			v, ok := vars[m[2:len(m)-1]]
+			if !ok {
+				t.Errorf("arg %q refers to %s, which container %s does not define", arg, m, c.Name)
+			}
+			return v
+		})
+	}
+	return args
 }
 
 // checkRestricted checks the security contexts the chart promises by
@@ -396,7 +434,7 @@ func checkRBAC(t *testing.T, objs objects, fullname, serviceAccount string) {
 // manager hold a Lease and record events in its namespace.
 func checkLeaderElection(t *testing.T, objs objects, d *appsv1.Deployment, fullname string) {
 	t.Helper()
-	o := managerOptions(t, d.Spec.Template.Spec.Containers[0].Args)
+	o := managerOptions(t, d.Spec.Template.Spec.Containers[0])
 	if !o.LeaderElection || o.LeaderElectionNamespace != operatorNamespace {
 		t.Errorf("--leader-elect=%v --leader-election-namespace=%s", o.LeaderElection, o.LeaderElectionNamespace)
 	}
@@ -428,7 +466,7 @@ func checkMetricsService(t *testing.T, objs objects, d *appsv1.Deployment, port 
 		}
 	}
 	c := d.Spec.Template.Spec.Containers[0]
-	if o := managerOptions(t, c.Args); o.MetricsAddr != ":"+strconv.Itoa(int(port)) {
+	if o := managerOptions(t, c); o.MetricsAddr != ":"+strconv.Itoa(int(port)) {
 		t.Errorf("--metrics-bind-address=%s, want :%d", o.MetricsAddr, port)
 	}
 	if len(svc.Spec.Ports) != 1 || !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {

@@ -104,7 +104,7 @@ func TestKustomizeDefault(t *testing.T) {
 			t.Errorf("the Deployment selects %v, its pods are labelled %v", kd.Spec.Selector.MatchLabels, kd.Spec.Template.Labels)
 		}
 	}
-	managerOptions(t, kd.Spec.Template.Spec.Containers[0].Args)
+	managerOptions(t, kd.Spec.Template.Spec.Containers[0])
 	checkMetricsService(t, objs, kd, 8443)
 	ks := toTyped[corev1.Service](t, objs.get(t, "Service", "kubeskills-metrics"))
 	cs := toTyped[corev1.Service](t, chart.get(t, "Service", "kubeskills-metrics"))
@@ -131,7 +131,7 @@ func TestKustomizeDefaultImage(t *testing.T) {
 	}
 	d := toTyped[appsv1.Deployment](t, kustomizeBuild(t, filepath.Join(scratch, "default")).get(t, "Deployment", "kubeskills"))
 	c := d.Spec.Template.Spec.Containers[0]
-	if o := managerOptions(t, c.Args); c.Image != "registry.example.com/kubeskills:v1.2.3" || o.Image != c.Image {
+	if o := managerOptions(t, c); c.Image != "registry.example.com/kubeskills:v1.2.3" || o.Image != c.Image {
 		t.Errorf("image %s, --image=%s: want both registry.example.com/kubeskills:v1.2.3", c.Image, o.Image)
 	}
 }
