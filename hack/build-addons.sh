@@ -9,6 +9,9 @@
 #   kube-router   the local cluster's NetworkPolicy enforcer (firewall only)
 #   coredns       the local cluster's DNS
 #   golangci-lint the linters of `make lint` (.golangci.yml)
+#   containerd    the local cluster's container runtime: containerd,
+#                 containerd-shim-runc-v2 and ctr (2.x: image volumes);
+#                 it runs Debian's runc, which supports seccomp
 #
 # `go install MODULE@VERSION` builds each module from its own go.mod and
 # go.sum, checked against the checksum database, so a version names exactly
@@ -29,6 +32,12 @@ gojq_pkg=github.com/itchyny/gojq/cmd/gojq@v0.12.19
 kube_router_pkg=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v2.1.0
 coredns_pkg=github.com/coredns/coredns@v1.14.7
 golangci_lint_pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+# containerd 2.x mounts image volumes (Kubernetes' ImageVolume); no_btrfs
+# drops the btrfs snapshotter, whose C headers Debian lacks and which the
+# cluster does not use (it uses overlayfs).
+containerd_module=github.com/containerd/containerd/v2
+containerd_version=v2.4.2
+containerd_cmds=(containerd containerd-shim-runc-v2 ctr)
 
 ensure() { # ensure TOOL PACKAGE@VERSION: build into the cache if missing, link into bin/addons
   local tool=$1 pkg=$2 version=${2##*@} bin
@@ -48,6 +57,29 @@ ensure() { # ensure TOOL PACKAGE@VERSION: build into the cache if missing, link 
   ln -sfn "$dir/$bin" "$root/bin/addons/$bin"
 }
 
+# ensure_containerd: containerd's three commands, built together into the
+# cache (one `go install` of several packages), linked into bin/addons.
+ensure_containerd() {
+  local dir="$cache/containerd/$containerd_version" c pkgs=()
+  for c in "${containerd_cmds[@]}"; do pkgs+=("$containerd_module/cmd/$c@$containerd_version"); done
+  if ! all_executable "$dir" "${containerd_cmds[@]}"; then
+    echo "building containerd $containerd_version into $dir" >&2
+    local start=$SECONDS
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    (cd "$cache" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$dir.tmp" \
+      go install -trimpath -tags no_btrfs \
+      -ldflags "-s -w -X $containerd_module/version.Version=$containerd_version" "${pkgs[@]}")
+    rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    echo "built containerd $containerd_version in $((SECONDS - start))s" >&2
+  fi
+  mkdir -p "$root/bin/addons"
+  for c in "${containerd_cmds[@]}"; do ln -sfn "$dir/$c" "$root/bin/addons/$c"; done
+}
+all_executable() { # all_executable DIR FILE...
+  local dir=$1 f; shift
+  for f in "$@"; do [ -x "$dir/$f" ] || return 1; done
+}
+
 mkdir -p "$cache"
 exec 9>"$cache/.build-addons.lock"
 flock 9
@@ -60,6 +92,7 @@ for t in "${tools[@]}"; do
     kube-router) ensure kube-router "$kube_router_pkg" ;;
     coredns) ensure coredns "$coredns_pkg" ;;
     golangci-lint) ensure golangci-lint "$golangci_lint_pkg" ;;
+    containerd) ensure_containerd ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;
   esac
 done

@@ -22,6 +22,10 @@ dns_ip=10.96.0.10
 kube_router_health=http://127.0.0.1:20244/healthz
 
 containerd_sock="$state/run/containerd/containerd.sock"
+# containerd's client, built with it by hack/build-addons.sh.
+ctr="$root/bin/addons/ctr"
+# Debian's runc: containerd's OCI runtime; it supports seccomp.
+runc=/usr/sbin/runc
 
 # Paths the kubelet writes whatever --root-dir says.
 kubelet_host_paths=(/var/lib/kubelet /var/lib/cni /var/log/pods /var/log/containers)
@@ -36,7 +40,9 @@ log() { printf '%s cluster: %s\n' "$(date +%T)" "$*" >&2; }
 # (not `ip netns exec`, which remounts /sys and hides the cgroup mounts).
 in_netns() { nsenter --net="/run/netns/$netns" -- "$@"; }
 
-ctr_k8s() { ctr --address "$containerd_sock" -n k8s.io "$@"; }
+# The server's deprecation notices (cgroup v1 on such machines) are in its own
+# log; ctr would repeat them on every call.
+ctr_k8s() { CONTAINERD_SUPPRESS_DEPRECATION_WARNINGS=1 "$ctr" --address "$containerd_sock" -n k8s.io "$@"; }
 
 # pid_alive PIDFILE: the recorded process still runs.
 pid_alive() {

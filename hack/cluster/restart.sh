@@ -41,7 +41,7 @@ run "$name" "${cmd[@]}"
 case $name in
   etcd) wait_for etcd 60 in_netns curl -sf http://127.0.0.1:2379/health ;;
   kube-apiserver) wait_for kube-apiserver 60 "$kubectl" --kubeconfig "$kubeconfig" get --raw /readyz ;;
-  containerd) wait_for containerd 30 ctr --address "$containerd_sock" version ;;
+  containerd) wait_for containerd 30 "$ctr" --address "$containerd_sock" version ;;
   kubelet) wait_for kubelet 60 in_netns curl -sf http://127.0.0.1:10248/healthz ;;
   kube-router) wait_for kube-router 60 in_netns curl -sf "$kube_router_health" ;;
   kube-proxy) wait_for kube-proxy 60 in_netns curl -sf http://127.0.0.1:10256/healthz ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a real single-node Kubernetes cluster on this machine: etcd,
-# kube-apiserver, kube-controller-manager, kube-scheduler, containerd,
-# kubelet, kube-proxy and kube-router (NetworkPolicy, firewall only), all
+# kube-apiserver, kube-controller-manager, kube-scheduler, containerd 2.x
+# (built by hack/build-addons.sh; it runs Debian's runc and mounts image
+# volumes), kubelet, kube-proxy and kube-router (NetworkPolicy, firewall only), all
 # inside a private network namespace, CoreDNS as pods, with the kubeskills
 # images imported. Writes bin/cluster/kubeconfig.
 #
@@ -24,7 +25,7 @@ healthy() {
 start=$SECONDS
 "$root/hack/build-k8s.sh" etcd kube-apiserver kubectl kube-controller-manager \
   kube-scheduler kubelet kube-proxy >/dev/null
-addons=$("$root/hack/build-addons.sh" kube-router coredns)
+addons=$("$root/hack/build-addons.sh" kube-router coredns containerd)
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/k8s/go.mod")
 bin="$root/bin/k8s/$k8s_version"
 kubectl="$bin/kubectl"
@@ -35,16 +36,17 @@ if healthy; then
   exit 0
 fi
 
-# Debian packages: the container runtime, CNI plugins, the tools kubelet,
+# Debian packages: runc (containerd's OCI runtime), CNI plugins, the tools kubelet,
 # kube-proxy and kube-router call (kube-router: iptables, iptables-save,
 # iptables-restore and ipset), and what the toolbox image takes from the
 # host (hack/images checks each binary and brings its libraries).
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
 need=()
-for p in containerd:containerd runc:runc iptables:iptables conntrack:conntrack \
+for p in iptables:iptables conntrack:conntrack \
   ip:iproute2 nsenter:util-linux openssl:openssl curl:curl ipset:ipset bash:bash; do
   command -v "${p%%:*}" >/dev/null || need+=("${p#*:}")
 done
+[ -x "$runc" ] || need+=(runc)
 [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 # Debian's busybox (pulled in by initramfs-tools) is dynamic; the toolbox
@@ -54,6 +56,13 @@ if [ ${#need[@]} -gt 0 ]; then
   log "installing ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+
+# The restricted Pod Security Standard, which every sandbox pod meets,
+# requires the RuntimeDefault seccomp profile: runc must be able to load it.
+runc_seccomp() {
+  "$runc" features 2>/dev/null | tr -d ' \n' | grep -q '"seccomp":{"enabled":true'
+}
+runc_seccomp || { log "$runc does not support seccomp (runc features); pods under the restricted Pod Security Standard cannot start"; exit 1; }
 
 # A half-started or dead cluster is removed before starting anew.
 "$root/hack/cluster/down.sh"
@@ -180,24 +189,30 @@ k() { "$kubectl" --kubeconfig "$kubeconfig" "$@"; }
 wait_for "namespace kube-system" 30 k get namespace kube-system
 sed "s/@DNS_IP@/$dns_ip/" "$root/hack/cluster/addons.yaml" | k apply -f - >/dev/null
 
+# containerd 2.x, config version 3. Its shim comes first on PATH, before
+# any other containerd's shim the machine may have.
 cat >"$state/etc/containerd.toml" <<TOML
-version = 2
+version = 3
 root = "$state/containerd"
 state = "$state/run/containerd"
 [grpc]
   address = "$containerd_sock"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "docker.io/kubeskills/pause:dev"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "docker.io/kubeskills/pause:dev"
+[plugins.'io.containerd.cri.v1.runtime']
   # The VM lacks CAP_SYS_RESOURCE: without this every pod sandbox fails.
   restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
     conf_dir = "$state/cni/net.d"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "$runc"
         SystemdCgroup = false
 TOML
 cat >"$state/cni/net.d/10-kubeskills.conflist" <<JSON
@@ -213,8 +228,8 @@ cat >"$state/cni/net.d/10-kubeskills.conflist" <<JSON
   ]
 }
 JSON
-run containerd containerd --config "$state/etc/containerd.toml"
-wait_for containerd 30 ctr --address "$containerd_sock" version
+run containerd env "PATH=$addons:$PATH" "$addons/containerd" --config "$state/etc/containerd.toml"
+wait_for containerd 30 "$ctr" --address "$containerd_sock" version
 for image in "$root"/bin/images/*.tar; do
   ctr_k8s images import --no-unpack "$image" >/dev/null
 done
