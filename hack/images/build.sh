@@ -10,6 +10,9 @@
 #   OUT_DIR/pause.tar        docker.io/kubeskills/pause:dev
 #   OUT_DIR/modelserver.tar  docker.io/kubeskills/modelserver:dev
 #   OUT_DIR/coredns.tar      docker.io/kubeskills/coredns:dev
+#   OUT_DIR/skill-cost-report.tar  docker.io/kubeskills/skill-cost-report:dev
+#     (the files of config/samples/skills/cost-report at the image's root:
+#     a Skill's spec.bundle.image, mounted as an image volume)
 #
 # The static binaries go to OUT_DIR/bin; kubectl (the cluster's version),
 # gojq and CoreDNS come from hack/build-k8s.sh and hack/build-addons.sh,
@@ -41,4 +44,5 @@ k8s=$("$root/hack/build-k8s.sh" kubectl)
 addons=$("$root/hack/build-addons.sh" gojq coredns)
 "$out/tools/images" -bin "$out/bin" -out "$out" -busybox "${BUSYBOX:-/bin/busybox}" \
 	-bash "${BASH_BIN:-/bin/bash}" -curl "${CURL:-/usr/bin/curl}" \
-	-kubectl "$k8s/kubectl" -jq "$addons/gojq" -coredns "$addons/coredns"
+	-kubectl "$k8s/kubectl" -jq "$addons/gojq" -coredns "$addons/coredns" \
+	-skill "$root/config/samples/skills/cost-report"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -37,6 +38,10 @@ const (
 	ModelServerImage = "docker.io/kubeskills/modelserver:dev"
 	// CoreDNSImage is the local cluster's DNS.
 	CoreDNSImage = "docker.io/kubeskills/coredns:dev"
+	// SkillBundleImage serves a skill's files from an image (a Skill's
+	// spec.bundle.image): the files of the sample skill cost-report at its
+	// root, as `FROM scratch` and `COPY . /` in the skill folder make it.
+	SkillBundleImage = "docker.io/kubeskills/skill-cost-report:dev"
 )
 
 // Users of the images.
@@ -78,6 +83,8 @@ type inputs struct {
 	bash, curl, kubectl, jq string
 	// coredns is the static CoreDNS binary of the coredns image.
 	coredns string
+	// skill is the skill folder whose files SkillBundleImage holds.
+	skill string
 	// caCerts is the host's CA bundle (Debian's ca-certificates).
 	caCerts string
 	// libDirs are the host folders shared libraries are taken from.
@@ -127,6 +134,11 @@ func specs(in inputs) ([]spec, error) {
 		}
 	}
 
+	bundle, err := skillLayer(in.skill)
+	if err != nil {
+		return nil, err
+	}
+
 	user := fmt.Sprintf("%d:%d", nonroot, nonroot)
 	return []spec{
 		{
@@ -159,7 +171,63 @@ func specs(in inputs) ([]spec, error) {
 			layers: []*layer{base, dns}, history: []string{"base", "coredns"},
 			config: v1.Config{User: user, Entrypoint: []string{"/usr/local/bin/coredns"}, Env: []string{envPath}, WorkingDir: "/"},
 		},
+		{
+			// Data only: no base, nothing to run; pods mount it as an image
+			// volume.
+			file: "skill-cost-report.tar", ref: SkillBundleImage,
+			layers: []*layer{bundle}, history: []string{"the files of " + filepath.Base(in.skill)},
+		},
 	}, nil
+}
+
+// skillLayer is a layer holding the files of the skill folder dir at its
+// root, root-owned and read-only for everyone: 0755 for files with an
+// executable bit (scripts), 0644 for the others, 0755 for folders. The
+// folder may hold only folders and regular files: a link could name a file
+// outside the skill, and git metadata is never part of a skill (see
+// docs/skill.md), so either fails the build.
+func skillLayer(dir string) (*layer, error) {
+	if dir == "" {
+		return nil, errors.New("no skill folder for " + SkillBundleImage)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "SKILL.md")); err != nil {
+		return nil, fmt.Errorf("image %s: %s is not a skill folder: %w", SkillBundleImage, dir, err)
+	}
+	l := newLayer()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if strings.EqualFold(d.Name(), ".git") {
+			return fmt.Errorf("image %s: %s is git metadata, which a skill never holds", SkillBundleImage, p)
+		}
+		switch {
+		case d.IsDir():
+			l.dir(rel, 0o755, 0, 0)
+		case d.Type().IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			mode := int64(0o644)
+			if fi.Mode()&0o111 != 0 {
+				mode = 0o755
+			}
+			l.copy(rel, mode, p)
+		default:
+			return fmt.Errorf("image %s: %s is not a regular file or a folder", SkillBundleImage, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // toolboxLayers returns the toolbox's layers above the base: busybox, then

@@ -63,7 +63,36 @@ func dummies(t *testing.T) inputs {
 	if err := os.WriteFile(in.caCerts, []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	in.skill = writeSkill(t, filepath.Join(t.TempDir(), "cost-report"))
 	return in
+}
+
+// writeSkill writes a skill folder at dir: SKILL.md, a reference, a binary
+// asset and a script, and returns dir.
+func writeSkill(t *testing.T, dir string) string {
+	t.Helper()
+	for p, f := range map[string]struct {
+		data string
+		mode os.FileMode
+	}{
+		"SKILL.md":                     {"---\nname: cost-report\ndescription: Costs.\n---\nRead the prices.\n", 0o600},
+		"references/pricing.md":        {"# Example prices\n", 0o664},
+		"assets/legend.png":            {"\x89PNG\r\n\x1a\n\x00\x01", 0o644},
+		"scripts/cost-by-namespace.sh": {"#!/usr/bin/env bash\necho costs\n", 0o744},
+	} {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(f.data), f.mode); err != nil {
+			t.Fatal(err)
+		}
+		// WriteFile's mode goes through the umask.
+		if err := os.Chmod(full, f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
 
 func buildAll(t *testing.T, in inputs, out string) map[string]result {
@@ -267,5 +296,83 @@ func TestMissingBinary(t *testing.T) {
 	}
 	if _, err := specs(in); err == nil || !strings.Contains(err.Error(), "/usr/local/bin/agent") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestSkillBundleImage: the skill image holds the skill folder's files at
+// its root and nothing else, root-owned and readable by everyone, scripts
+// executable, whatever the modes and owner on the host.
+func TestSkillBundleImage(t *testing.T) {
+	in := dummies(t)
+	res := buildAll(t, in, t.TempDir())[SkillBundleImage]
+	if filepath.Base(res.path) != "skill-cost-report.tar" || !res.written {
+		t.Fatalf("result %+v", res)
+	}
+	_, cf, files := load(t, res.path, SkillBundleImage)
+	want := map[string]struct {
+		typ  byte
+		mode int64
+		data string
+	}{
+		"/SKILL.md":                     {tar.TypeReg, 0o644, "---\nname: cost-report\ndescription: Costs.\n---\nRead the prices.\n"},
+		"/references":                   {tar.TypeDir, 0o755, ""},
+		"/references/pricing.md":        {tar.TypeReg, 0o644, "# Example prices\n"},
+		"/assets":                       {tar.TypeDir, 0o755, ""},
+		"/assets/legend.png":            {tar.TypeReg, 0o644, "\x89PNG\r\n\x1a\n\x00\x01"},
+		"/scripts":                      {tar.TypeDir, 0o755, ""},
+		"/scripts/cost-by-namespace.sh": {tar.TypeReg, 0o755, "#!/usr/bin/env bash\necho costs\n"},
+	}
+	for p, f := range files {
+		w, ok := want[p]
+		if !ok {
+			t.Errorf("%s is in the image but not in the skill", p)
+			continue
+		}
+		if f.hdr.Typeflag != w.typ || f.hdr.Mode != w.mode || f.data != w.data || f.hdr.Uid != 0 || f.hdr.Gid != 0 || !f.hdr.ModTime.Equal(epoch) {
+			t.Errorf("%s: %+v %q", p, f.hdr, f.data)
+		}
+	}
+	for p := range want {
+		if _, ok := files[p]; !ok {
+			t.Errorf("%s is missing", p)
+		}
+	}
+	if len(cf.Config.Entrypoint) != 0 || len(cf.Config.Cmd) != 0 || cf.OS != "linux" {
+		t.Errorf("config %+v", cf)
+	}
+}
+
+// TestSkillBundleRefusesWhatASkillNeverHolds: a link, git metadata or a
+// folder without SKILL.md fails the build, naming the path.
+func TestSkillBundleRefusesWhatASkillNeverHolds(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		spoil func(t *testing.T, dir string)
+		want  string
+	}{
+		{"a link", func(t *testing.T, dir string) {
+			if err := os.Symlink("/etc/passwd", filepath.Join(dir, "references", "passwd")); err != nil {
+				t.Fatal(err)
+			}
+		}, "references/passwd is not a regular file or a folder"},
+		{"git metadata", func(t *testing.T, dir string) {
+			if err := os.MkdirAll(filepath.Join(dir, ".GIT"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, ".GIT is git metadata"},
+		{"no SKILL.md", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "SKILL.md")); err != nil {
+				t.Fatal(err)
+			}
+		}, "is not a skill folder"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := dummies(t)
+			c.spoil(t, in.skill)
+			_, err := specs(in)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to say %q", err, c.want)
+			}
+		})
 	}
 }

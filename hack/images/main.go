@@ -14,6 +14,9 @@
 //	pause.tar        docker.io/kubeskills/pause:dev        /pause, containerd's sandbox image
 //	modelserver.tar  docker.io/kubeskills/modelserver:dev  the scripted model server, entrypoint modelserver
 //	coredns.tar      docker.io/kubeskills/coredns:dev      the local cluster's DNS, entrypoint coredns
+//	skill-cost-report.tar
+//	                 docker.io/kubeskills/skill-cost-report:dev
+//	                 the files of a skill folder (-skill) at its root, for a Skill's spec.bundle.image
 //
 // Every binary is read as ELF before it goes into an image: a static one
 // goes alone; a dynamic one brings its interpreter and the libraries it
@@ -42,9 +45,10 @@ func main() {
 	flag.StringVar(&in.jq, "jq", "", "gojq (hack/build-addons.sh gojq)")
 	flag.StringVar(&in.coredns, "coredns", "", "CoreDNS (hack/build-addons.sh coredns)")
 	flag.StringVar(&in.caCerts, "ca-certificates", caBundle, "the CA bundle (Debian's ca-certificates)")
+	flag.StringVar(&in.skill, "skill", "", "the skill folder whose files the skill bundle image holds (config/samples/skills/cost-report)")
 	flag.Parse()
-	if *out == "" || in.bin == "" || in.kubectl == "" || in.jq == "" || in.coredns == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: go run . -bin BIN_DIR -out OUT_DIR -kubectl KUBECTL -jq GOJQ -coredns COREDNS [-busybox /bin/busybox] [-bash /bin/bash] [-curl /usr/bin/curl]")
+	if *out == "" || in.bin == "" || in.kubectl == "" || in.jq == "" || in.coredns == "" || in.skill == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: go run . -bin BIN_DIR -out OUT_DIR -kubectl KUBECTL -jq GOJQ -coredns COREDNS -skill SKILL_DIR [-busybox /bin/busybox] [-bash /bin/bash] [-curl /usr/bin/curl]")
 		os.Exit(2)
 	}
 	in.libDirs = systemLibDirs()
