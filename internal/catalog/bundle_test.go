@@ -58,7 +58,9 @@ func newBundleFixture(t testing.TB) *bundleFixture {
 	slides := newSkill("slides", InvocationAuto, "# Slides\n\nRun scripts/build.sh.\n")
 	f.skills["slides"] = slides
 	e := mountSkill(t, f.skillsDir, slides, 0)
+	// As the operator writes it: the content hash covers the image.
 	e.BundleImage, e.BundlePullPolicy = testBundleImage, "IfNotPresent"
+	e.ContentHash = skill.BundledHash(skill.Hash(slides), e.BundleImage, e.BundlePullPolicy)
 	f.catalog.Skills = append(f.catalog.Skills, e)
 	mountCatalog(t, f.catalogDir, f.catalog, 0)
 
@@ -104,7 +106,8 @@ func TestUseBundled(t *testing.T) {
 	if !slices.Equal(got.Files, want) || got.FilesTruncated {
 		t.Errorf("Use().Files = %q, truncated %t; want %q", got.Files, got.FilesTruncated, want)
 	}
-	if got.Instructions != f.skills["slides"].Body || got.ContentHash != skill.Hash(f.skills["slides"]) {
+	if got.Instructions != f.skills["slides"].Body ||
+		got.ContentHash != skill.BundledHash(skill.Hash(f.skills["slides"]), testBundleImage, "IfNotPresent") {
 		t.Errorf("Use() = %+v, want the body and hash of the Skill object", got)
 	}
 	// The skills without a bundle are served as before.
@@ -217,7 +220,9 @@ func TestBundleImageChangeListsAgain(t *testing.T) {
 	}
 	// A new pod mounts the new image where the old one was.
 	writeTree(t, f.bundleDir, map[string]string{"added.txt": "new"})
-	f.catalog.Skills[len(f.catalog.Skills)-1].BundleImage = "registry.example/skills/slides:v2"
+	e := &f.catalog.Skills[len(f.catalog.Skills)-1]
+	e.BundleImage = "registry.example/skills/slides:v2"
+	e.ContentHash = skill.BundledHash(skill.Hash(f.skills["slides"]), e.BundleImage, e.BundlePullPolicy)
 	mountCatalog(t, f.catalogDir, f.catalog, 0)
 	if err := s.Reload(); err != nil {
 		t.Fatalf("Reload() error = %v", err)
@@ -225,6 +230,39 @@ func TestBundleImageChangeListsAgain(t *testing.T) {
 	got, err := s.Use("slides", false)
 	if err != nil || !slices.Contains(got.Files, "added.txt") {
 		t.Errorf("Use() after a new image = %+v, %v; want the new image's files", got, err)
+	}
+}
+
+// TestBundledHashCoversTheImage: a bundled skill is served only when the
+// catalog's contentHash is that of its shards with its image and pull
+// policy, as the operator writes a bundled Skill's status.contentHash; the
+// shards' own hash, or one made for another image, is out of step.
+func TestBundledHashCoversTheImage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		hash func(s *skill.Skill) string
+		ok   bool
+	}{
+		{"shards and image", func(s *skill.Skill) string { return skill.BundledHash(skill.Hash(s), testBundleImage, "IfNotPresent") }, true},
+		{"shards only", skill.Hash, false},
+		{"another image", func(s *skill.Skill) string {
+			return skill.BundledHash(skill.Hash(s), "registry.example/skills/slides:v0", "IfNotPresent")
+		}, false},
+		{"another pull policy", func(s *skill.Skill) string { return skill.BundledHash(skill.Hash(s), testBundleImage, "Always") }, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newBundleFixture(t)
+			f.catalog.Skills[len(f.catalog.Skills)-1].ContentHash = c.hash(f.skills["slides"])
+			mountCatalog(t, f.catalogDir, f.catalog, 0)
+			s, _ := f.open(t)
+			_, err := s.Use("slides", false)
+			if c.ok && err != nil {
+				t.Fatalf("Use() error = %v", err)
+			}
+			if !c.ok && !errors.Is(err, ErrOutOfStep) {
+				t.Fatalf("Use() error = %v, want ErrOutOfStep", err)
+			}
+		})
 	}
 }
 

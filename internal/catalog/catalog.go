@@ -61,8 +61,9 @@ type Entry struct {
 	// Invocation is InvocationAuto or InvocationExplicit. Disabled skills are
 	// never in a catalog.
 	Invocation string `json:"invocation"`
-	// ContentHash is the Skill's status.contentHash, the hash in its
-	// manifest.json.
+	// ContentHash is the Skill's status.contentHash: the hash in its
+	// manifest.json, or for a bundled skill skill.BundledHash of it with
+	// BundleImage and BundlePullPolicy.
 	ContentHash string `json:"contentHash"`
 	// Shards is the number of ConfigMaps the skill is spread over, mounted
 	// at SkillsDir/Name/0 to SkillsDir/Name/Shards-1.

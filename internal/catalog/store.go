@@ -512,15 +512,20 @@ func (s *Store) check(e Entry) (*checkedSkill, error) {
 		return nil, fmt.Errorf("%w: %w", ErrOutOfStep, err)
 	}
 	m := b.Manifest()
-	if m.Name != e.Name || m.Hash != e.ContentHash {
+	// A bundled skill's contentHash covers its image too.
+	served := m.Hash
+	if e.Bundled() {
+		served = skill.BundledHash(m.Hash, e.BundleImage, e.BundlePullPolicy)
+	}
+	if m.Name != e.Name || served != e.ContentHash {
 		return nil, fmt.Errorf("%w: the mounted skill %s has content hash %s but the catalog says %s; try again shortly",
-			ErrOutOfStep, m.Name, m.Hash, e.ContentHash)
+			ErrOutOfStep, m.Name, served, e.ContentHash)
 	}
 	sk, err := b.Skill()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrOutOfStep, err)
 	}
-	cs := &checkedSkill{hash: m.Hash, dirs: dirs, bundle: b, manifest: m, body: sk.Body, mdSize: len(b.SkillMD()), image: e.BundleImage}
+	cs := &checkedSkill{hash: served, dirs: dirs, bundle: b, manifest: m, body: sk.Body, mdSize: len(b.SkillMD()), image: e.BundleImage}
 	if e.Bundled() {
 		if cs.files, cs.truncated, err = s.bundleFiles(&e); err != nil {
 			return nil, err

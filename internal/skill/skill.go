@@ -219,6 +219,17 @@ func Hash(s *Skill) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
+// BundledHash is the content hash of a skill whose files come from an OCI
+// image (a Skill's spec.bundle): hash, the Hash of its SKILL.md and files,
+// which its manifest.json holds, with the image's reference and pull
+// policy, so that a new image is new content. A bundled Skill's
+// status.contentHash is this, and agents check its mounted shards against
+// it.
+func BundledHash(hash, image, pullPolicy string) string {
+	sum := sha256.Sum256([]byte(hash + "\x00" + image + "\x00" + pullPolicy))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // writeItem writes one length-prefixed item, so that no two sequences of
 // items produce the same stream.
 func writeItem(h hash.Hash, item []byte) {
