@@ -115,7 +115,8 @@ func TestEndToEnd(t *testing.T) {
 		{"13 the fence holds without identity and opens exactly", fenceHolds},
 		{"14 the doctor passes and finds an allow-all egress policy", doctorFindsAnOpenFence},
 		{"15 the doctor finds a stopped enforcer", doctorFindsAStoppedEnforcer},
-		{"16 chaos: faults while commands run (short form)", chaosShort},
+		{"16 a skill served from an image runs in the sandbox", skillFromImage},
+		{"17 chaos: faults while commands run (short form)", chaosShort},
 	}
 	for _, step := range steps {
 		start := time.Now()
