@@ -128,12 +128,12 @@ func (cn *canary) prove(ctx context.Context, policy *skillsv1.CommandPolicy, ide
 		return nil, err
 	}
 	control, fenced, identity := canaryProbes(t)
-	fencedRun := canaryRun(cn.ns, canaryFenced)
-	identityRun := canaryRun(cn.ns, canaryIdentity)
+	fencedRun := sandbox.Params{Run: canaryRun(cn.ns, canaryFenced)}
+	identityRun := sandbox.Params{Run: canaryRun(cn.ns, canaryIdentity), Policy: policy, APIServer: endpoints}
 	objects := []client.Object{
 		cn.allowAll(canaryControl, "control", networkingv1.PolicyTypeEgress),
-		cn.fence(sandbox.Params{Run: fencedRun}),
-		cn.fence(sandbox.Params{Run: identityRun, Policy: policy, APIServer: endpoints}),
+		cn.fence(fencedRun),
+		cn.fence(identityRun),
 		cn.clientPod(canaryControl, map[string]string{labelDoctor: "control"}, control),
 		cn.clientPod(canaryFenced, sandboxLabels(fencedRun), fenced),
 		cn.clientPod(canaryIdentity, sandboxLabels(identityRun), identity),
@@ -162,18 +162,20 @@ func canaryRun(ns, name string) *skillsv1.CommandRun {
 	}
 }
 
-// sandboxLabels are the labels of a sandbox pod of run, and the doctor's.
-func sandboxLabels(run *skillsv1.CommandRun) map[string]string {
-	labels := sandbox.Labels(run)
+// sandboxLabels are the labels of the sandbox pod of p's run, and the
+// doctor's.
+func sandboxLabels(p sandbox.Params) map[string]string {
+	labels := sandbox.PodLabels(p)
 	labels[labelDoctor] = "client"
 	return labels
 }
 
-// fence is the NetworkPolicy the operator would make for p's run, owned by
-// nothing and labelled as the doctor's.
+// fence is the NetworkPolicy the operator would make to fence p's run,
+// owned and kept by nothing and labelled as the doctor's.
 func (cn *canary) fence(p sandbox.Params) *networkingv1.NetworkPolicy {
-	np := sandbox.NetworkPolicy(p)
-	np.OwnerReferences = nil
+	agent := &skillsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: p.Run.Namespace, Name: p.Run.Spec.Agent}}
+	np := sandbox.FenceOf(p).NetworkPolicy(agent)
+	np.OwnerReferences, np.Finalizers = nil, nil
 	np.Labels[labelDoctor] = "client"
 	return np
 }

@@ -237,8 +237,8 @@ func bindsServiceAccount(subjects []rbacv1.Subject, ns, name string) bool {
 }
 
 // sandboxLabelKeys are the labels every sandbox pod carries
-// (sandbox.Labels); managed-by has a fixed value, the others any.
-var sandboxLabelKeys = map[string]bool{sandbox.LabelCommandRun: true, sandbox.LabelAgent: true, sandbox.LabelManagedBy: true}
+// (sandbox.PodLabels); managed-by has a fixed value, the others any.
+var sandboxLabelKeys = map[string]bool{sandbox.LabelCommandRun: true, sandbox.LabelAgent: true, sandbox.LabelManagedBy: true, sandbox.LabelFence: true}
 
 // selectsSandboxPods tells whether a pod selector may select a sandbox pod:
 // some pod labelled as sandbox.Labels labels a run, for some run and agent
@@ -285,13 +285,21 @@ func labelMaySatisfy(key string, op metav1.LabelSelectorOperator, values []strin
 	return op == metav1.LabelSelectorOpNotIn || op == metav1.LabelSelectorOpDoesNotExist
 }
 
-// isRunFence tells whether np is the fence the operator made for one run:
-// labelled as the run's, selecting exactly the run's pod.
-func isRunFence(np *networkingv1.NetworkPolicy) bool {
-	run, ok := np.Labels[sandbox.LabelCommandRun]
+// isOperatorFence tells whether np is a fence the operator made: one of
+// an agent's, labelled with its fence's hash and selecting exactly the
+// agent's pods of that hash, or, from earlier versions, one run's,
+// labelled as the run's and selecting exactly the run's pod.
+func isOperatorFence(np *networkingv1.NetworkPolicy) bool {
 	sel := np.Spec.PodSelector
-	return ok && np.Labels[sandbox.LabelManagedBy] == sandbox.ManagedBy &&
-		len(sel.MatchExpressions) == 0 && len(sel.MatchLabels) == 1 && sel.MatchLabels[sandbox.LabelCommandRun] == run
+	if np.Labels[sandbox.LabelManagedBy] != sandbox.ManagedBy || len(sel.MatchExpressions) != 0 {
+		return false
+	}
+	if hash, ok := np.Labels[sandbox.LabelFence]; ok {
+		agent := np.Labels[sandbox.LabelAgent]
+		return len(sel.MatchLabels) == 2 && sel.MatchLabels[sandbox.LabelFence] == hash && sel.MatchLabels[sandbox.LabelAgent] == agent
+	}
+	run, ok := np.Labels[sandbox.LabelCommandRun]
+	return ok && len(sel.MatchLabels) == 1 && sel.MatchLabels[sandbox.LabelCommandRun] == run
 }
 
 // sandboxOpening tells what np opens for sandbox pods beyond their fence:
@@ -299,7 +307,7 @@ func isRunFence(np *networkingv1.NetworkPolicy) bool {
 // NetworkPolicies are additive: a pod selected by several may send and
 // receive what any of them allows.
 func sandboxOpening(np *networkingv1.NetworkPolicy) string {
-	if isRunFence(np) || !selectsSandboxPods(np.Spec.PodSelector) {
+	if isOperatorFence(np) || !selectsSandboxPods(np.Spec.PodSelector) {
 		return ""
 	}
 	ingress, egress := policyTypes(np)

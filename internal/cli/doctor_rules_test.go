@@ -172,15 +172,30 @@ func TestBindsServiceAccount(t *testing.T) {
 	}
 }
 
-// fenceOf is the NetworkPolicy the operator builds for a run whose policy
-// allows egress to a CIDR.
+// fenceOf is the fence the operator builds for the runs of agent ops whose
+// policy allows egress to a CIDR.
 func fenceOf(run string) *networkingv1.NetworkPolicy {
-	return sandbox.NetworkPolicy(sandbox.Params{
+	return sandbox.FenceOf(sandbox.Params{
 		Run: &skillsv1.CommandRun{ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: run}, Spec: skillsv1.CommandRunSpec{Agent: "ops"}},
 		Policy: &skillsv1.CommandPolicy{Spec: skillsv1.CommandPolicySpec{Sandbox: &skillsv1.Sandbox{
 			Egress: &skillsv1.Egress{CIDRs: []string{"0.0.0.0/0"}},
 		}}},
-	})
+	}).NetworkPolicy(&skillsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: "ops"}})
+}
+
+// legacyFenceOf is the fence versions before the agents' fences made for
+// one run.
+func legacyFenceOf(run string) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: run, Labels: map[string]string{
+			sandbox.LabelCommandRun: run, sandbox.LabelAgent: "ops", sandbox.LabelManagedBy: sandbox.ManagedBy,
+		}},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{sandbox.LabelCommandRun: run}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress, networkingv1.PolicyTypeIngress},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}}}},
+		},
+	}
 }
 
 func TestSandboxOpening(t *testing.T) {
@@ -207,6 +222,9 @@ func TestSandboxOpening(t *testing.T) {
 		[]networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}}})
 	tampered := fenceOf("run-1")
 	tampered.Spec.PodSelector = sel(nil)
+	widened := fenceOf("run-1")
+	delete(widened.Spec.PodSelector.MatchLabels, sandbox.LabelFence)
+	base := sandbox.BaseFence(&skillsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: "ops"}})
 	for _, tc := range []struct {
 		np   *networkingv1.NetworkPolicy
 		want string
@@ -231,7 +249,10 @@ func TestSandboxOpening(t *testing.T) {
 		{np("egress-rules-ignored", sel(nil), []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, anywhere, nil), ""},
 		{agentPolicy, ""},
 		{fenceOf("run-1"), ""},
-		{tampered, "NetworkPolicy run-1 selects every pod of the namespace and allows egress to 0.0.0.0/0 on any port"},
+		{base, ""},
+		{legacyFenceOf("run-1"), ""},
+		{tampered, "NetworkPolicy " + tampered.Name + " selects every pod of the namespace and allows egress to 0.0.0.0/0 on any port"},
+		{widened, "NetworkPolicy " + widened.Name + " selects sandbox pods and allows egress to 0.0.0.0/0 on any port"},
 	} {
 		if got := sandboxOpening(tc.np); got != tc.want {
 			t.Errorf("sandboxOpening(%s) = %q, want %q", tc.np.Name, got, tc.want)

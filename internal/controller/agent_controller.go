@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,6 +28,7 @@ import (
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/catalog"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
 // Field indexes of Agents, so a change to a Skill or a CommandPolicy
@@ -69,7 +72,7 @@ type AgentReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;create;update;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update;patch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 
 // SetupWithManager registers the reconciler, its indexes and its watches:
@@ -95,6 +98,7 @@ func (r *AgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		For(&skillsv1.Agent{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
+		Owns(&networkingv1.NetworkPolicy{}).
 		Watches(&skillsv1.Skill{}, handler.EnqueueRequestsFromMapFunc(r.agentsForSkill),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				before, ok1 := e.ObjectOld.(*skillsv1.Skill)
@@ -110,19 +114,23 @@ func (r *AgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	a := &skillsv1.Agent{}
 	if err := r.Get(ctx, req.NamespacedName, a); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.deployments.forget(types.NamespacedName{Namespace: req.Namespace, Name: agentObjectName(req.Name)})
-			for i := range catalog.MaxShards {
-				r.catalogs.forget(types.NamespacedName{Namespace: req.Namespace, Name: catalogShardName(req.Name, i)})
-			}
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		r.deployments.forget(types.NamespacedName{Namespace: req.Namespace, Name: agentObjectName(req.Name)})
+		for i := range catalog.MaxShards {
+			r.catalogs.forget(types.NamespacedName{Namespace: req.Namespace, Name: catalogShardName(req.Name, i)})
+		}
+		wait, err := releaseFences(ctx, r.Client, req.Namespace, req.Name, "")
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	if !a.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		// Its fences go once the sandboxes they fence end.
+		wait, err := releaseFences(ctx, r.Client, a.Namespace, a.Name, "")
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	before := a.DeepCopy()
-	err := r.reconcile(ctx, a)
+	wait, err := r.reconcile(ctx, a)
 	switch {
 	case errors.Is(err, reconcile.TerminalError(nil)):
 		// The spec itself is wrong: nothing changes until the Agent does.
@@ -139,7 +147,7 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if a.Status.CatalogRevision != before.Status.CatalogRevision {
 		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, "CatalogWritten", "Reconcile", "Catalog revision %s with %d skills", a.Status.CatalogRevision, a.Status.SkillCount)
 	}
-	return ctrl.Result{}, errors.Join(err, patchStatus(ctx, r.Client, before, a, before.Status, a.Status))
+	return ctrl.Result{RequeueAfter: wait}, errors.Join(err, patchStatus(ctx, r.Client, before, a, before.Status, a.Status))
 }
 
 // reconcile is the ordered list of steps:
@@ -149,25 +157,28 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 //  3. make sure the API token Secret exists (status.tokenSecretName);
 //  4. apply the ServiceAccount, Role, RoleBinding, Deployment, Service and
 //     NetworkPolicy;
-//  5. report Ready once the Deployment is available, and warnings.
-func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) error {
+//  5. fence its sandboxes, releasing the fences its policy no longer
+//     uses: it returns how long until it looks again for the end of the
+//     pods that keep one;
+//  6. report Ready once the Deployment is available, and warnings.
+func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) (time.Duration, error) {
 	sel, err := r.resolveSkills(ctx, a)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	cat := &catalog.Catalog{Agent: a.Name, Instructions: a.Spec.Instructions, Skills: sel.entries}
 	revision, err := r.writeCatalog(ctx, a, cat)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	token, err := r.ensureToken(ctx, a)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	deploy := agentDeployment(agentParams{agent: a, image: r.Image, catalog: cat, tokenSecret: token})
 	for _, obj := range []client.Object{agentServiceAccount(a), agentRole(a), agentRoleBinding(a), agentService(a), agentNetworkPolicy(a)} {
 		if err := apply(ctx, r.Client, obj); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	// The Deployment, the largest object, is applied only when the apply
@@ -175,24 +186,67 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) erro
 	// someone changed it since, or it is not there.
 	current := &appsv1.Deployment{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(deploy), current); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
+		return 0, fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
 	}
 	applied, err := r.deployments.apply(ctx, r.Client, deploy, current.ResourceVersion)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if applied {
 		if err := r.Get(ctx, client.ObjectKeyFromObject(deploy), current); err != nil {
-			return fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
+			return 0, fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
 		}
+	}
+	wait, err := r.fenceSandboxes(ctx, a)
+	if err != nil {
+		return 0, err
 	}
 	warnings, err := r.policyWarnings(ctx, a, cat)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	setAgentStatus(a, agentStatus{selection: sel, revision: revision, tokenSecret: token, deployment: current, warnings: warnings,
 		identity: agentIdentity(ctx, r.Client, a)})
-	return nil
+	return wait, nil
+}
+
+// fenceSandboxes makes the fences the agent's sandboxes need, the base
+// fence and the one of the egress its policy allows, so that its runs find
+// them made, and releases the fences its policy no longer uses. It returns
+// how long until it looks again for the end of the pods that keep one.
+func (r *AgentReconciler) fenceSandboxes(ctx context.Context, a *skillsv1.Agent) (time.Duration, error) {
+	var p sandbox.Params
+	if a.Spec.PolicyRef != nil {
+		pol := &skillsv1.CommandPolicy{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.PolicyRef.Name}, pol)
+		switch {
+		case err == nil:
+			p.Policy = pol
+		case !apierrors.IsNotFound(err):
+			return 0, fmt.Errorf("failed to get CommandPolicy %s/%s: %w", a.Namespace, a.Spec.PolicyRef.Name, err)
+		}
+	}
+	if policyServiceAccount(p.Policy) != "" {
+		var err error
+		if p.APIServer, err = apiServerEndpoints(ctx, r.APIReader); err != nil {
+			return 0, err
+		}
+	}
+	f := sandbox.FenceOf(p)
+	wait, err := releaseFences(ctx, r.Client, a.Namespace, a.Name, a.UID, sandbox.BaseFenceHash, f.Hash)
+	if err != nil {
+		return 0, err
+	}
+	for _, np := range fencesOf(a, f) {
+		problem, err := ensureFence(ctx, r.Client, r.APIReader, np)
+		if err != nil {
+			return 0, err
+		}
+		if problem != "" {
+			return 0, errors.New(problem)
+		}
+	}
+	return wait, nil
 }
 
 // resolveSkills reads the Skills the Agent names and selects.

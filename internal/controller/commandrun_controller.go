@@ -50,6 +50,10 @@ type CommandRunReconciler struct {
 	Results ResultReader
 	// RunnerImage is the image holding the runner (the operator's own).
 	RunnerImage string
+	// RunnerFromImage tells whether sandboxes mount the runner from
+	// RunnerImage rather than copy it (RunnerProbe.FromImage); nil means
+	// copy.
+	RunnerFromImage func() bool
 	// SandboxImage is the toolbox image when a policy names none.
 	SandboxImage string
 	// Workers is the number of CommandRuns reconciled at once.

@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,8 +93,8 @@ func eventReasons(g Gomega, obj client.Object) []string {
 }
 
 // TestAllowedCommandRunsAndReportsItsResult follows an Always command from
-// decision to result: the decision is recorded, one hardened Job and a
-// deny-all NetworkPolicy are created, and the runner's report becomes the
+// decision to result: the decision is recorded, one hardened Job is
+// created, fenced by its agent's deny-all NetworkPolicies, and the runner's report becomes the
 // run's result, with an Event for every phase.
 func TestAllowedCommandRunsAndReportsItsResult(t *testing.T) {
 	g := NewWithT(t)
@@ -127,9 +126,7 @@ func TestAllowedCommandRunsAndReportsItsResult(t *testing.T) {
 	g.Expect(spec.Containers[0].Image).To(Equal("example.com/toolbox:test"))
 	g.Expect(spec.Containers[0].Command).To(ContainElement("kubectl get pods -A"))
 	g.Expect(spec.InitContainers[0].Image).To(Equal("example.com/kubeskills:test"))
-	var np networkingv1.NetworkPolicy
-	g.Expect(k8s.Get(context.Background(), keyOf(ns, run.Name), &np)).To(Succeed())
-	g.Expect(np.Spec.Egress).To(BeEmpty(), "no egress unless the policy allows it")
+	g.Expect(podFence(g, ns, &job, "ops").Spec.Egress).To(BeEmpty(), "no egress unless the policy allows it")
 
 	finishJob(t, ns, run.Name, &runner.Result{ExitCode: 0, Stdout: "NAME READY\nweb-0 1/1\n", Stderr: "warning: x\n", DurationMillis: 1200}, false)
 	done := waitPhase(t, ns, run.Name, skillsv1.PhaseSucceeded)

@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -83,8 +82,7 @@ func TestRunWithIdentity(t *testing.T) {
 		Name: token.Name, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}))
 	g.Expect(spec.Containers[0].Env).To(ContainElement(corev1.EnvVar{Name: "KUBECONFIG", Value: "/tmp/.kube/config"}))
 
-	var np networkingv1.NetworkPolicy
-	g.Expect(k8s.Get(ctx, keyOf(ns, run.Name), &np)).To(Succeed())
+	np := podFence(g, ns, &js[0], "ops")
 	var opened []string
 	for _, rule := range np.Spec.Egress {
 		g.Expect(rule.Ports).To(HaveLen(1))

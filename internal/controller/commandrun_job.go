@@ -8,9 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -140,27 +138,35 @@ func (r *CommandRunReconciler) retireJob(ctx context.Context, run *skillsv1.Comm
 	return 0, nil
 }
 
-// fencePoll is how often an ended run looks again for the end of a pod of
-// its Job that still runs, to remove its fence: pods are not watched.
-const fencePoll = 2 * time.Second
-
-// unfence deletes the NetworkPolicy of an ended run once no pod of its Job
+// unfence deletes the NetworkPolicy that versions before the agents' shared
+// fences made for each run, once the run has ended and no pod of its Job
 // still runs. A finished run's fence protects nothing, and the network
 // plugin recomputes its rules over every NetworkPolicy of the namespace: a
 // history of fences would slow every sandbox that starts. A pod that runs,
 // such as one the Job's deadline stopped that is still in its grace
 // period, keeps it; unfence then returns how long until it looks again, 0
 // otherwise. Only the run's own NetworkPolicy is deleted, and once it is
-// known gone the run's later passes do not look again.
+// known gone, or the run's pod is fenced by its agent's, the run's later
+// passes do not look again.
 func (r *CommandRunReconciler) unfence(ctx context.Context, run *skillsv1.CommandRun) (time.Duration, error) {
 	if run.Status.JobName == "" || r.fenceGone(run) {
+		return 0, nil
+	}
+	job := &batchv1.Job{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Status.JobName}, job)
+	if client.IgnoreNotFound(err) != nil {
+		return 0, fmt.Errorf("failed to get Job %s/%s: %w", run.Namespace, run.Status.JobName, err)
+	}
+	if err == nil && job.Spec.Template.Labels[sandbox.LabelFence] != "" {
+		// Its pod is fenced by its agent's fences.
+		r.unfenced.Store(client.ObjectKeyFromObject(run), run.UID)
 		return 0, nil
 	}
 	if running, err := r.podsRun(ctx, run); running || err != nil {
 		return fencePoll, err
 	}
 	np := &networkingv1.NetworkPolicy{}
-	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), np)
+	err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), np)
 	switch {
 	case apierrors.IsNotFound(err):
 		r.unfenced.Store(client.ObjectKeyFromObject(run), run.UID)
@@ -214,7 +220,7 @@ func (r *CommandRunReconciler) podsRun(ctx context.Context, run *skillsv1.Comman
 	return false, nil
 }
 
-// startJob creates the sandbox's NetworkPolicy, then its Job, from the
+// startJob makes sure the sandbox is fenced, then creates its Job, from the
 // policy and skill the decision was taken on (reconcile has checked that
 // they did not change since): the runner gets that policy, and the skill's
 // shards are unpacked only when they hold the content of the decision.
@@ -222,6 +228,7 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 	p := sandbox.Params{
 		Run: run, Policy: pol, Skill: skl, SkillHash: run.Status.Decision.SkillHash,
 		RunnerImage: r.RunnerImage, DefaultImage: r.SandboxImage,
+		RunnerFromImage: r.RunnerFromImage != nil && r.RunnerFromImage(),
 	}
 	if a := run.Spec.Approval; a != nil && (!a.Answers(run.Status.Decision, run.Generation) || selfApproval(run) != "") {
 		// An approval of an earlier decision is no approval of this one,
@@ -234,7 +241,7 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 	if ok, err := r.identity(ctx, run, pol, &p); !ok || err != nil {
 		return err
 	}
-	if fenced, err := r.fence(ctx, run, sandbox.NetworkPolicy(p)); !fenced || err != nil {
+	if fenced, err := r.fenced(ctx, run, p); !fenced || err != nil {
 		return err
 	}
 	job := sandbox.Job(p)
@@ -277,13 +284,8 @@ func (r *CommandRunReconciler) identity(ctx context.Context, run *skillsv1.Comma
 	case err != nil:
 		return false, fmt.Errorf("failed to get ServiceAccount %s/%s: %w", run.Namespace, name, err)
 	}
-	slice := &discoveryv1.EndpointSlice{}
-	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: sandbox.KubernetesServiceNamespace, Name: sandbox.KubernetesServiceName}, slice)
-	if client.IgnoreNotFound(err) != nil {
-		return false, fmt.Errorf("failed to get EndpointSlice %s/%s: %w", sandbox.KubernetesServiceNamespace, sandbox.KubernetesServiceName, err)
-	}
-	if err == nil {
-		p.APIServer = sandbox.APIServerEndpoints([]discoveryv1.EndpointSlice{*slice})
+	if p.APIServer, err = apiServerEndpoints(ctx, r.APIReader); err != nil {
+		return false, err
 	}
 	if len(p.APIServer) == 0 {
 		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("The API server's addresses are unknown: EndpointSlice %s/%s, of the "+
@@ -295,35 +297,31 @@ func (r *CommandRunReconciler) identity(ctx context.Context, run *skillsv1.Comma
 	return true, nil
 }
 
-// fence makes sure the run's own NetworkPolicy exists before its pod can:
-// it creates it, or finds the one an earlier pass created and brings its
-// rules up to date. A NetworkPolicy of the run's name that the run does not
-// own is never shared or taken over, since its rules are not the sandbox's:
-// the run fails and no Job is created. It reports whether the run is fenced.
-func (r *CommandRunReconciler) fence(ctx context.Context, run *skillsv1.CommandRun, np *networkingv1.NetworkPolicy) (bool, error) {
-	err := r.Create(ctx, np)
-	if !apierrors.IsAlreadyExists(err) {
-		if err != nil {
-			return false, fmt.Errorf("failed to create NetworkPolicy %s: %w", klog.KObj(np), err)
-		}
-		return true, nil
-	}
-	existing := &networkingv1.NetworkPolicy{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(np), existing); err != nil {
-		return false, fmt.Errorf("failed to get NetworkPolicy %s: %w", klog.KObj(np), err)
-	}
-	if !isControlledBy(existing, run) {
-		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A NetworkPolicy named %q exists that this run does not own, "+
-			"so the run's sandbox could not be fenced by its own; no Job was created. File the command again under "+
-			"another name, or delete that NetworkPolicy if nothing needs it", np.Name), r.now())
+// fenced makes sure the fences of the run's agent that its pod needs
+// exist before the Job does, so the pod never runs unfenced: the base
+// fence and the fence of the egress the run's policy allows. Both are
+// usually there, made with the agent, and read from the cache. A run whose
+// fences cannot be had fails, and no Job is created. It reports whether
+// the run is fenced.
+func (r *CommandRunReconciler) fenced(ctx context.Context, run *skillsv1.CommandRun, p sandbox.Params) (bool, error) {
+	agent := &skillsv1.Agent{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Agent}, agent)
+	switch {
+	case apierrors.IsNotFound(err):
+		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("Agent %s was deleted before the run's sandbox could be fenced; no Job was created", run.Spec.Agent), r.now())
 		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to get Agent %s/%s: %w", run.Namespace, run.Spec.Agent, err)
 	}
-	if equality.Semantic.DeepEqual(existing.Spec, np.Spec) {
-		return true, nil
-	}
-	existing.Spec = np.Spec
-	if err := r.Update(ctx, existing); err != nil {
-		return false, fmt.Errorf("failed to update NetworkPolicy %s: %w", klog.KObj(np), err)
+	for _, np := range fencesOf(agent, sandbox.FenceOf(p)) {
+		problem, err := ensureFence(ctx, r.Client, r.APIReader, np)
+		if err != nil {
+			return false, err
+		}
+		if problem != "" {
+			endRun(run, skillsv1.PhaseFailed, "The run's sandbox could not be fenced: "+problem+"; no Job was created", r.now())
+			return false, nil
+		}
 	}
 	return true, nil
 }

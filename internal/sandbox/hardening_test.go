@@ -193,7 +193,11 @@ var podChecks = []podCheck{
 	{"the command runs under the runner and the policy that judged it, never /bin/sh",
 		func(v variant, j *batchv1.Job) string {
 			cmd := j.Spec.Template.Spec.Containers[0].Command
-			if len(cmd) < 4 || cmd[0] != RunnerPath || cmd[1] != "run" || cmd[len(cmd)-2] != "--" {
+			runnerPath := RunnerPath
+			if v.params.RunnerFromImage {
+				runnerPath = RunnerImageRunner
+			}
+			if len(cmd) < 4 || cmd[0] != runnerPath || cmd[1] != "run" || cmd[len(cmd)-2] != "--" {
 				return fmt.Sprintf("command = %q", cmd)
 			}
 			var policies []string

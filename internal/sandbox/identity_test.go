@@ -236,8 +236,8 @@ func TestNetworkPolicyWithIdentity(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			np := NetworkPolicy(Params{Run: testRun(), Policy: tc.policy, APIServer: tc.servers,
-				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute})
+			np := FenceOf(Params{Run: testRun(), Policy: tc.policy, APIServer: tc.servers,
+				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute}).NetworkPolicy(testAgent())
 			if !reflect.DeepEqual(np.Spec.Egress, tc.want) {
 				t.Errorf("egress = %+v\nwant %+v", np.Spec.Egress, tc.want)
 			}
@@ -247,6 +247,6 @@ func TestNetworkPolicyWithIdentity(t *testing.T) {
 		})
 	}
 	if servers[0].IP != "10.0.0.2" {
-		t.Error("NetworkPolicy reordered its caller's addresses")
+		t.Error("FenceOf reordered its caller's addresses")
 	}
 }

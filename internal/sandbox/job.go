@@ -51,7 +51,7 @@ func Job(p Params) *batchv1.Job {
 			BackoffLimit:          ptr.To[int32](0),
 			ActiveDeadlineSeconds: ptr.To(ActiveDeadlineSeconds(p.timeout())),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: Labels(p.Run)},
+				ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(p)},
 				Spec:       podSpec(p, sb),
 			},
 		},
@@ -95,6 +95,16 @@ func podSpec(p Params, sb *skillsv1.Sandbox) corev1.PodSpec {
 		},
 		InitContainers: []corev1.Container{installRunnerContainer(p.RunnerImage)},
 		Containers:     []corev1.Container{commandContainer(p, sb)},
+	}
+	if p.RunnerFromImage {
+		spec.Volumes[0] = corev1.Volume{
+			Name: volumeRunner,
+			VolumeSource: corev1.VolumeSource{Image: &corev1.ImageVolumeSource{
+				Reference:  p.RunnerImage,
+				PullPolicy: corev1.PullIfNotPresent,
+			}},
+		}
+		spec.InitContainers = nil
 	}
 	if sa := p.serviceAccountName(); sa != "" {
 		// The pod runs as the policy's identity, whose token only the
@@ -214,6 +224,9 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 		{Name: volumeRunner, MountPath: RunnerDir, ReadOnly: true},
 		{Name: volumeTmp, MountPath: TmpDir},
 	}
+	if p.RunnerFromImage {
+		mounts[0].MountPath = RunnerImageDir
+	}
 	env := append([]corev1.EnvVar{
 		{Name: "HOME", Value: TmpDir},
 		{Name: "TMPDIR", Value: TmpDir},
@@ -223,6 +236,9 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 		env = append(env, corev1.EnvVar{Name: EnvSkillDir, Value: SkillDir})
 	}
 	command := RunnerCommand(p.timeout(), outputLimit(sb), PolicySnapshot(p), p.Run.Spec.Command)
+	if p.RunnerFromImage {
+		command[0] = RunnerImageRunner
+	}
 	if p.serviceAccountName() != "" {
 		mounts = append(mounts, tokenMount())
 		env = append(env, corev1.EnvVar{Name: EnvKubeconfig, Value: KubeconfigPath})

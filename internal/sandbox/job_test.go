@@ -130,12 +130,65 @@ func variants() []variant {
 			wantDeadline: 60 + 5 + 30,
 			wantTTL:      60,
 		},
+		{
+			name: "runner from its image, skill in one shard",
+			params: Params{Run: testRun(), Policy: testPolicy(), Skill: testSkill("skill-pdf-tools"), RunnerFromImage: true,
+				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute},
+			wantDeadline: 60 + 5 + 30,
+			wantTTL:      60,
+		},
+		{
+			name: "runner from its image, bundled skill",
+			params: Params{Run: testRun(), Policy: testPolicy(), Skill: testBundledSkill("IfNotPresent"), RunnerFromImage: true,
+				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute},
+			wantDeadline: 60 + 5 + 30,
+			wantTTL:      60,
+		},
+	}
+}
+
+// TestRunnerFromItsImageIsMountedNotCopied: where the cluster runs image
+// volumes, the runner is the operator image's own file, mounted read-only
+// in the command container alone, and no container copies it.
+func TestRunnerFromItsImageIsMountedNotCopied(t *testing.T) {
+	for _, skill := range []*skillsv1.Skill{nil, testSkill("skill-pdf-tools"), testBundledSkill("IfNotPresent")} {
+		p := Params{Run: testRun(), Policy: testPolicy(), Skill: skill, RunnerFromImage: true,
+			RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute}
+		spec := Job(p).Spec.Template.Spec
+		var runner *corev1.Volume
+		for i := range spec.Volumes {
+			if spec.Volumes[i].Name == "runner" {
+				runner = &spec.Volumes[i]
+			}
+		}
+		want := corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: testRunnerImage, PullPolicy: corev1.PullIfNotPresent}}
+		if runner == nil || !reflect.DeepEqual(runner.VolumeSource, want) {
+			t.Fatalf("runner volume = %+v, want the image volume %+v", runner, want)
+		}
+		for _, c := range spec.InitContainers {
+			if c.Name == ContainerInstallRunner {
+				t.Errorf("the runner is copied by %s though it is mounted from its image", c.Name)
+			}
+			for _, m := range c.VolumeMounts {
+				if m.Name == "runner" {
+					t.Errorf("init container %s mounts the runner", c.Name)
+				}
+			}
+		}
+		wantMount := corev1.VolumeMount{Name: "runner", MountPath: "/kubeskills/image", ReadOnly: true}
+		if got := spec.Containers[0].VolumeMounts[0]; !reflect.DeepEqual(got, wantMount) {
+			t.Errorf("command container mounts %+v, want %+v", got, wantMount)
+		}
+		if got := spec.Containers[0].Command[0]; got != "/kubeskills/image/usr/local/bin/runner" {
+			t.Errorf("command runs %s, want the image's runner", got)
+		}
 	}
 }
 
 func TestJobMetadata(t *testing.T) {
 	run := testRun()
-	job := Job(Params{Run: run, RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute})
+	p := Params{Run: run, RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute}
+	job := Job(p)
 	if job.Name != "ops-7f3a" || job.Namespace != "team-a" {
 		t.Errorf("job is %s/%s, want team-a/ops-7f3a", job.Namespace, job.Name)
 	}
@@ -150,6 +203,7 @@ func TestJobMetadata(t *testing.T) {
 	if !reflect.DeepEqual(job.Labels, wantLabels) {
 		t.Errorf("job labels = %v, want %v", job.Labels, wantLabels)
 	}
+	wantLabels["kubeskills.io/fence"] = FenceOf(p).Hash
 	if !reflect.DeepEqual(job.Spec.Template.Labels, wantLabels) {
 		t.Errorf("pod labels = %v, want %v", job.Spec.Template.Labels, wantLabels)
 	}

@@ -1,6 +1,10 @@
 package sandbox
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -27,35 +31,116 @@ const (
 	DNSPort int32 = 53
 )
 
-// NetworkPolicy builds the NetworkPolicy that fences the pod of p.Run:
-// named after the run, in its namespace, controlled by it, selecting the pod
-// by LabelCommandRun. It allows no ingress at all. Egress, in this order:
-//
-//   - when the policy names a ServiceAccount: the API server, that is each
-//     address of p.APIServer (a /32 or /128) on its TCP port, one rule per
-//     port, and nothing else of the cluster;
-//   - the policy's sandbox.egress cidrs: one rule allowing those address
-//     ranges, on the given TCP ports or, when ports is empty, on any port;
-//   - the policy's sandbox.egress dns: one rule allowing UDP and TCP port
-//     53 to the pods labelled DNSPodLabel=DNSPodLabelValue in namespace
-//     DNSNamespace.
-//
-// Anything else is denied, including ports without cidrs: an egress that
-// names no address range allows none, and a sandbox with neither identity
-// nor egress reaches nothing.
-func NetworkPolicy(p Params) *networkingv1.NetworkPolicy {
+// Labels and the finalizer of the NetworkPolicies that fence an agent's
+// sandboxes.
+const (
+	// LabelFence on a sandbox pod names its fence: the hash of the egress
+	// its NetworkPolicy allows (Fence.Hash). The fence NetworkPolicy
+	// carries it too.
+	LabelFence = "kubeskills.io/fence"
+	// BaseFenceHash is the value of LabelFence on the base fence, which
+	// no pod carries.
+	BaseFenceHash = "base"
+	// FenceFinalizer keeps a fence NetworkPolicy, once deleted, until no
+	// pod it selects still runs: a sandbox never runs unfenced because
+	// its Agent was deleted, or its policy changed, while it ran.
+	FenceFinalizer = "kubeskills.io/sandbox-fence"
+)
+
+// A Fence is the egress one sandbox may use: the rules of the
+// NetworkPolicy that selects its pod, and their hash. All the sandboxes of
+// an agent whose policy allows the same egress share one fence, made once
+// with the agent rather than once per run; a policy whose egress changes
+// gives a new fence, and runs that started under the old one keep it.
+type Fence struct {
+	// Hash identifies the rules: the first 10 hexadecimal digits of the
+	// SHA-256 of their JSON.
+	Hash string
+	// Egress are the rules, in order:
+	//
+	//   - when the policy names a ServiceAccount: the API server, that is
+	//     each address of p.APIServer (a /32 or /128) on its TCP port, one
+	//     rule per port, and nothing else of the cluster;
+	//   - the policy's sandbox.egress cidrs: one rule allowing those
+	//     address ranges, on the given TCP ports or, when ports is empty,
+	//     on any port;
+	//   - the policy's sandbox.egress dns: one rule allowing UDP and TCP
+	//     port 53 to the pods labelled DNSPodLabel=DNSPodLabelValue in
+	//     namespace DNSNamespace.
+	//
+	// Anything else is denied, including ports without cidrs: an egress
+	// that names no address range allows none, and a sandbox with neither
+	// identity nor egress reaches nothing.
+	Egress []networkingv1.NetworkPolicyEgressRule
+}
+
+// FenceOf returns the fence of the sandbox p describes.
+func FenceOf(p Params) Fence {
 	var rules []networkingv1.NetworkPolicyEgressRule
 	if p.serviceAccountName() != "" {
 		rules = append(rules, apiServerRules(p.APIServer)...)
 	}
 	rules = append(rules, egressRules(sandboxOf(p.Policy).Egress)...)
+	data, err := json.Marshal(rules)
+	if err != nil {
+		// The rules are made of strings and numbers only.
+		panic(fmt.Sprintf("sandbox: cannot encode egress rules: %v", err))
+	}
+	sum := sha256.Sum256(data)
+	return Fence{Hash: hex.EncodeToString(sum[:5]), Egress: rules}
+}
+
+// FenceName is the name of an agent's fence NetworkPolicy of that hash,
+// BaseFenceHash for its base fence. The dot keeps it apart from every
+// name made from an agent's name alone.
+func FenceName(agent, hash string) string {
+	if hash == BaseFenceHash {
+		return "agent-" + agent + ".sandboxes"
+	}
+	return "agent-" + agent + ".sandbox-" + hash
+}
+
+// NetworkPolicy builds the fence's NetworkPolicy for agent a: in its
+// namespace, controlled by it, selecting the agent's sandbox pods that
+// carry this fence's LabelFence. It allows no ingress and only f.Egress.
+func (f Fence) NetworkPolicy(a *skillsv1.Agent) *networkingv1.NetworkPolicy {
+	return fenceObject(a, f.Hash, metav1.LabelSelector{MatchLabels: map[string]string{
+		LabelAgent: a.Name,
+		LabelFence: f.Hash,
+	}}, f.Egress)
+}
+
+// BaseFence builds the agent's base fence: a NetworkPolicy that selects
+// every sandbox pod of the agent, whatever its fence, and allows nothing.
+// NetworkPolicies add up, so a pod's own fence opens what its policy
+// allows; should that fence be missing, the pod reaches nothing rather
+// than everything.
+func BaseFence(a *skillsv1.Agent) *networkingv1.NetworkPolicy {
+	return fenceObject(a, BaseFenceHash, metav1.LabelSelector{
+		MatchLabels: map[string]string{LabelAgent: a.Name, LabelManagedBy: ManagedBy},
+		MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: LabelCommandRun, Operator: metav1.LabelSelectorOpExists},
+		},
+	}, nil)
+}
+
+// fenceObject is a fence NetworkPolicy of agent a.
+func fenceObject(a *skillsv1.Agent, hash string, sel metav1.LabelSelector, egress []networkingv1.NetworkPolicyEgressRule) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
-		ObjectMeta: objectMeta(p.Run),
+		TypeMeta: metav1.TypeMeta{APIVersion: networkingv1.SchemeGroupVersion.String(), Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      FenceName(a.Name, hash),
+			Namespace: a.Namespace,
+			Labels:    map[string]string{LabelAgent: a.Name, LabelFence: hash, LabelManagedBy: ManagedBy},
+			OwnerReferences: []metav1.OwnerReference{
+				*metav1.NewControllerRef(a, skillsv1.GroupVersion.WithKind("Agent")),
+			},
+			Finalizers: []string{FenceFinalizer},
+		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelCommandRun: p.Run.Name}},
+			PodSelector: sel,
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress, networkingv1.PolicyTypeIngress},
-			Egress:      rules,
+			Egress:      egress,
 		},
 	}
 }

@@ -8,36 +8,110 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 )
 
-func TestNetworkPolicyFencesTheRunsPod(t *testing.T) {
-	run := testRun()
-	p := Params{Run: run, Policy: testPolicy(), RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute}
-	np := NetworkPolicy(p)
-	if np.Name != "ops-7f3a" || np.Namespace != "team-a" {
-		t.Errorf("networkpolicy is %s/%s, want team-a/ops-7f3a", np.Namespace, np.Name)
+// testAgent is the agent testRun runs for.
+func testAgent() *skillsv1.Agent {
+	return &skillsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: "ops", Namespace: "team-a", UID: types.UID("agent-uid-1")}}
+}
+
+func TestFenceSelectsTheAgentsPodsOfItsHash(t *testing.T) {
+	p := Params{Run: testRun(), Policy: testPolicy(), RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute}
+	f := FenceOf(p)
+	if len(f.Hash) != 10 {
+		t.Fatalf("hash %q, want 10 hexadecimal digits", f.Hash)
+	}
+	np := f.NetworkPolicy(testAgent())
+	if np.Name != "agent-ops.sandbox-"+f.Hash || np.Namespace != "team-a" {
+		t.Errorf("networkpolicy is %s/%s, want team-a/agent-ops.sandbox-%s", np.Namespace, np.Name, f.Hash)
 	}
 	if np.APIVersion != "networking.k8s.io/v1" || np.Kind != "NetworkPolicy" {
 		t.Errorf("type = %s %s", np.APIVersion, np.Kind)
 	}
-	if !reflect.DeepEqual(np.Labels, Labels(run)) {
-		t.Errorf("labels = %v, want %v", np.Labels, Labels(run))
+	wantLabels := map[string]string{"kubeskills.io/agent": "ops", "kubeskills.io/fence": f.Hash, "app.kubernetes.io/managed-by": "kubeskills"}
+	if !reflect.DeepEqual(np.Labels, wantLabels) {
+		t.Errorf("labels = %v, want %v", np.Labels, wantLabels)
 	}
-	checkOwner(t, np.OwnerReferences, run)
-
-	want := metav1.LabelSelector{MatchLabels: map[string]string{"kubeskills.io/commandrun": "ops-7f3a"}}
+	checkAgentOwner(t, np)
+	want := metav1.LabelSelector{MatchLabels: map[string]string{"kubeskills.io/agent": "ops", "kubeskills.io/fence": f.Hash}}
 	if !reflect.DeepEqual(np.Spec.PodSelector, want) {
 		t.Errorf("podSelector = %+v, want %+v", np.Spec.PodSelector, want)
 	}
-	// The selector must select the Job's pod, and that pod only by its run.
-	podLabels := Job(p).Spec.Template.Labels
-	for k, v := range np.Spec.PodSelector.MatchLabels {
-		if podLabels[k] != v {
-			t.Errorf("the pod's label %s is %q, the selector wants %q", k, podLabels[k], v)
+	checkDeniesIngress(t, np)
+	// The fence selects the Job's pod.
+	if sel, pod := selector(t, np), Job(p).Spec.Template.Labels; !sel.Matches(labels.Set(pod)) {
+		t.Errorf("the fence's selector %s does not select the pod labelled %v", sel, pod)
+	}
+	// Another egress is another fence, which does not select this pod.
+	other := p
+	other.Policy = egressPolicy(&skillsv1.Egress{CIDRs: []string{"192.0.2.0/24"}})
+	if FenceOf(other).Hash == f.Hash {
+		t.Fatal("two egresses share a hash")
+	}
+	if sel := selector(t, FenceOf(other).NetworkPolicy(testAgent())); sel.Matches(labels.Set(Job(p).Spec.Template.Labels)) {
+		t.Error("the fence of another egress selects the pod")
+	}
+	// Another run of the same egress shares it.
+	run2 := testRun()
+	run2.Name = "ops-8b21"
+	p2 := p
+	p2.Run = run2
+	if FenceOf(p2).Hash != f.Hash {
+		t.Error("two runs of the same egress have different fences")
+	}
+}
+
+func TestBaseFenceSelectsEverySandboxPodOfTheAgentAndAllowsNothing(t *testing.T) {
+	np := BaseFence(testAgent())
+	if np.Name != "agent-ops.sandboxes" || np.Namespace != "team-a" {
+		t.Errorf("networkpolicy is %s/%s, want team-a/agent-ops.sandboxes", np.Namespace, np.Name)
+	}
+	checkAgentOwner(t, np)
+	checkDeniesIngress(t, np)
+	if np.Spec.Egress != nil {
+		t.Errorf("egress = %+v, want none", np.Spec.Egress)
+	}
+	sel := selector(t, np)
+	for _, policy := range []*skillsv1.CommandPolicy{nil, testPolicy(), egressPolicy(&skillsv1.Egress{DNS: true})} {
+		pod := Job(Params{Run: testRun(), Policy: policy, RunnerImage: testRunnerImage, DefaultImage: testDefaultImage}).Spec.Template.Labels
+		if !sel.Matches(labels.Set(pod)) {
+			t.Errorf("the base fence %s does not select the sandbox pod labelled %v", sel, pod)
 		}
 	}
+	// The agent's own pod, and the sandboxes of another agent, are not
+	// sandboxes of this agent.
+	for _, pod := range []map[string]string{
+		{"kubeskills.io/agent": "ops", "app.kubernetes.io/managed-by": "kubeskills", "app.kubernetes.io/name": "kubeskills-agent"},
+		{"kubeskills.io/agent": "other", "app.kubernetes.io/managed-by": "kubeskills", "kubeskills.io/commandrun": "x"},
+	} {
+		if sel.Matches(labels.Set(pod)) {
+			t.Errorf("the base fence selects the pod labelled %v", pod)
+		}
+	}
+}
+
+// checkAgentOwner checks that np is controlled by testAgent and kept by
+// FenceFinalizer.
+func checkAgentOwner(t *testing.T, np *networkingv1.NetworkPolicy) {
+	t.Helper()
+	refs := np.OwnerReferences
+	if len(refs) != 1 || refs[0].Kind != "Agent" || refs[0].Name != "ops" || refs[0].UID != "agent-uid-1" ||
+		refs[0].Controller == nil || !*refs[0].Controller {
+		t.Errorf("ownerReferences = %+v, want the Agent ops as controller", refs)
+	}
+	if !reflect.DeepEqual(np.Finalizers, []string{"kubeskills.io/sandbox-fence"}) {
+		t.Errorf("finalizers = %v, want kubeskills.io/sandbox-fence", np.Finalizers)
+	}
+}
+
+// checkDeniesIngress checks that np governs both directions and allows no
+// ingress.
+func checkDeniesIngress(t *testing.T, np *networkingv1.NetworkPolicy) {
+	t.Helper()
 	wantTypes := []networkingv1.PolicyType{networkingv1.PolicyTypeEgress, networkingv1.PolicyTypeIngress}
 	if !reflect.DeepEqual(np.Spec.PolicyTypes, wantTypes) {
 		t.Errorf("policyTypes = %v, want %v", np.Spec.PolicyTypes, wantTypes)
@@ -47,7 +121,17 @@ func TestNetworkPolicyFencesTheRunsPod(t *testing.T) {
 	}
 }
 
-func TestNetworkPolicyEgress(t *testing.T) {
+// selector is np's pod selector.
+func selector(t *testing.T, np *networkingv1.NetworkPolicy) labels.Selector {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
+}
+
+func TestFenceEgress(t *testing.T) {
 	tcp, port, block, dnsRule := corev1.ProtocolTCP, wantPort, wantBlock, wantDNSRule()
 	cases := []struct {
 		name   string
@@ -86,8 +170,8 @@ func TestNetworkPolicyEgress(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			np := NetworkPolicy(Params{Run: testRun(), Policy: tc.policy, RunnerImage: testRunnerImage,
-				DefaultImage: testDefaultImage, Timeout: time.Minute})
+			np := FenceOf(Params{Run: testRun(), Policy: tc.policy, RunnerImage: testRunnerImage,
+				DefaultImage: testDefaultImage, Timeout: time.Minute}).NetworkPolicy(testAgent())
 			if !reflect.DeepEqual(np.Spec.Egress, tc.want) {
 				t.Errorf("egress = %+v\nwant %+v", np.Spec.Egress, tc.want)
 			}
@@ -100,10 +184,10 @@ func TestNetworkPolicyEgress(t *testing.T) {
 	}
 }
 
-func TestNetworkPolicyIsDeterministic(t *testing.T) {
+func TestFenceIsDeterministic(t *testing.T) {
 	p := Params{Run: testRun(), Policy: testPolicy(), RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute}
-	first := NetworkPolicy(p)
-	if second := NetworkPolicy(p); !reflect.DeepEqual(first, second) {
+	first := FenceOf(p).NetworkPolicy(testAgent())
+	if second := FenceOf(p).NetworkPolicy(testAgent()); !reflect.DeepEqual(first, second) {
 		t.Fatal("two builds from the same Params differ")
 	}
 	first.Spec.Egress[0].To[0].IPBlock.CIDR = "0.0.0.0/0"

@@ -1,5 +1,5 @@
 // Package sandbox builds the objects that run one CommandRun: a hardened
-// Job and the NetworkPolicy that fences its pod. The builders are pure: no
+// Job, and the NetworkPolicies of its agent that fence its pod. The builders are pure: no
 // client, no I/O, the same object for the same input, so the controller
 // creates them once and tests compare them field by field.
 //
@@ -19,7 +19,11 @@
 //   - volume "runner", an emptyDir: the init container "install-runner"
 //     (the operator image) copies the runner into it with
 //     `runner install /kubeskills/bin/runner`; the main container mounts it
-//     read-only at /kubeskills/bin.
+//     read-only at /kubeskills/bin. With Params.RunnerFromImage it is
+//     instead an image volume of the operator image, which the main
+//     container mounts read-only at /kubeskills/image and whose runner,
+//     /kubeskills/image/usr/local/bin/runner, it runs; there is no
+//     "install-runner": nothing is copied.
 //   - volume "tmp", an emptyDir mounted at /tmp in the main container: the
 //     only place a command can write. It is also HOME, TMPDIR and the
 //     working directory.
@@ -81,16 +85,22 @@
 //     read, the mounted namespace), for scripts that read the current
 //     context.
 //
-// # The NetworkPolicy
+// # The NetworkPolicies
 //
-// It selects the run's pod by LabelCommandRun and allows no ingress. Egress
-// is denied but for: with an identity, the API server's addresses
+// An agent's sandboxes are fenced by NetworkPolicies of the agent, made
+// with it and shared by its runs, so that no network object is made on a
+// command's way to its Job. The base fence (BaseFence) selects every
+// sandbox pod of the agent and allows nothing. A fence (FenceOf) selects
+// the pods labelled with its hash (LabelFence) and allows no ingress;
+// egress is denied but for: with an identity, the API server's addresses
 // (Params.APIServer, read by APIServerEndpoints from the EndpointSlices of
 // the kubernetes Service) on their port, each address alone (/32, /128);
 // the CIDRs of the policy's sandbox.egress (optionally only on some TCP
 // ports); and, with egress dns, port 53 of the cluster DNS pods in
-// kube-system. A sandbox without identity and egress reaches nothing.
-// Create it before the Job so the pod never runs unfenced.
+// kube-system. A sandbox without identity and egress reaches nothing. Both
+// must exist before the Job, so the pod never runs unfenced; a policy
+// whose egress changes makes a new fence, and the old one stays while a
+// pod it selects runs (FenceFinalizer).
 package sandbox
 
 import (
@@ -104,10 +114,10 @@ import (
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 )
 
-// Labels on the Job, its pod and the NetworkPolicy.
+// Labels on the Job, its pod and the fences.
 const (
-	// LabelCommandRun holds the name of the CommandRun; the NetworkPolicy
-	// selects the pod by it.
+	// LabelCommandRun holds the name of the CommandRun; the base fence
+	// selects the agent's sandbox pods by it.
 	LabelCommandRun = "kubeskills.io/commandrun"
 	// LabelAgent holds the name of the Agent the command runs for.
 	LabelAgent = "kubeskills.io/agent"
@@ -133,6 +143,11 @@ const (
 const (
 	// RunnerImagePath is where the operator image holds the runner.
 	RunnerImagePath = "/usr/local/bin/runner"
+	// RunnerImageDir is where the main container mounts the operator
+	// image, read-only, when the runner comes from its image.
+	RunnerImageDir = "/kubeskills/image"
+	// RunnerImageRunner is the runner in RunnerImageDir.
+	RunnerImageRunner = RunnerImageDir + RunnerImagePath
 	// RunnerDir is where the runner is installed for the main container.
 	RunnerDir = "/kubeskills/bin"
 	// RunnerPath is the installed runner.
@@ -215,13 +230,18 @@ type Params struct {
 	SkillHash string
 	// RunnerImage is the operator image, which holds RunnerImagePath.
 	RunnerImage string
+	// RunnerFromImage mounts the runner from RunnerImage as an image
+	// volume, read-only, rather than copying it with an init container:
+	// only where the cluster runs image volumes (see the operator's
+	// runner probe).
+	RunnerFromImage bool
 	// DefaultImage is the toolbox image used when the policy names none.
 	DefaultImage string
 	// Timeout is the command's timeout, already resolved (ResolveTimeout).
 	// Zero or less is resolved here, never taken as no timeout.
 	Timeout time.Duration
 	// APIServer are the addresses of the API server (APIServerEndpoints),
-	// which the NetworkPolicy opens when the policy names a ServiceAccount,
+	// which the fence opens when the policy names a ServiceAccount,
 	// and only then. A sandbox with an identity and no addresses reaches no
 	// API server: the controller refuses to run it.
 	APIServer []APIEndpoint
@@ -359,13 +379,21 @@ func ttlSecondsAfterFinished(sb *skillsv1.Sandbox) int32 {
 	return DefaultTTLSecondsAfterFinished
 }
 
-// Labels returns the labels of a run's Job, pod and NetworkPolicy.
+// Labels returns the labels of a run's Job.
 func Labels(run *skillsv1.CommandRun) map[string]string {
 	return map[string]string{
 		LabelCommandRun: run.Name,
 		LabelAgent:      run.Spec.Agent,
 		LabelManagedBy:  ManagedBy,
 	}
+}
+
+// PodLabels returns the labels of a run's pod: those of its Job, and
+// LabelFence naming the fence that selects it (FenceOf).
+func PodLabels(p Params) map[string]string {
+	l := Labels(p.Run)
+	l[LabelFence] = FenceOf(p).Hash
+	return l
 }
 
 // objectMeta names an object after the run, in its namespace, labelled and

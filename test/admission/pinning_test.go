@@ -321,32 +321,33 @@ func eventReasons(g Gomega, obj client.Object) []string {
 	return reasons
 }
 
-// TestRunNamedLikeForeignNetworkPolicyFailsWithoutJob: a NetworkPolicy of
-// the run's name that the run does not own is neither shared nor taken
-// over, since a pod that no sandbox policy selects would run unfenced. The
-// run fails, saying why; no Job is created and the NetworkPolicy is left
-// as it was.
-func TestRunNamedLikeForeignNetworkPolicyFailsWithoutJob(t *testing.T) {
+// TestForeignNetworkPolicyNamedLikeAFenceFailsTheRunWithoutJob: a
+// NetworkPolicy named like one of the agent's fences that the agent does
+// not own is neither shared nor taken over, since its rules are not the
+// sandbox's. The run fails, saying why; no Job is created and the
+// NetworkPolicy is left as it was.
+func TestForeignNetworkPolicyNamedLikeAFenceFailsTheRunWithoutJob(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	policyAndAgent(t, ns, "ops")
+	// The policy of policyAndAgent allows no egress.
+	name := sandbox.FenceName("ops", sandbox.FenceOf(sandbox.Params{}).Hash)
 	foreign := &networkingv1.NetworkPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "clash"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		},
 	}
 	g.Expect(admin.Create(ctx, foreign)).To(Succeed())
+	policyAndAgent(t, ns, "ops")
 
 	user := agentUser(ns, "ops")
 	g.Expect(asAgent(t, ns, "ops").Create(ctx, newRun(ns, "clash", "ops", "echo hi", user))).To(Succeed())
 	run := waitPhase(t, ns, "clash", skillsv1.PhaseFailed)
 	g.Expect(condMessage(run)).To(And(
-		ContainSubstring(`A NetworkPolicy named "clash" exists that this run does not own`),
-		ContainSubstring("no Job was created"),
-		ContainSubstring("File the command again under another name")))
+		ContainSubstring(`a NetworkPolicy named "`+name+`" exists that Agent ops does not own`),
+		ContainSubstring("no Job was created")))
 	noJob(t, ns, "clash")
 	after := &networkingv1.NetworkPolicy{}
 	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(foreign), after)).To(Succeed())

@@ -320,13 +320,16 @@ func chatRunsCommand(t *testing.T, s *state) {
 	var job batchv1.Job
 	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Status.JobName}, &job)).To(Succeed())
 	g.Expect(job.Status.Succeeded).To(BeEquivalentTo(1))
-	// The fence the command ran behind (fenceHolds proves it holds) goes
-	// once its pod has ended: the enforcer need not keep rules for every
-	// run in the history.
-	g.Eventually(func() bool {
-		err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Name}, &networkingv1.NetworkPolicy{})
-		return apierrors.IsNotFound(err)
-	}, time.Minute, 500*time.Millisecond).Should(BeTrue(), "the fence of a finished run stays")
+	// The command ran behind its agent's fence for the policy's egress
+	// (fenceHolds proves it holds), made with the agent and shared by its
+	// runs: no run makes a NetworkPolicy of its own.
+	hash := job.Spec.Template.Labels[sandbox.LabelFence]
+	g.Expect(hash).NotTo(BeEmpty())
+	var fence networkingv1.NetworkPolicy
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sandbox.FenceName(agentName, hash)}, &fence)).To(Succeed())
+	g.Expect(fence.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{sandbox.LabelAgent: agentName, sandbox.LabelFence: hash}))
+	err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Name}, &networkingv1.NetworkPolicy{})
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the run made a NetworkPolicy of its own: %v", err)
 	g.Expect(c.client.Get(ctx, client.ObjectKeyFromObject(&run), &run)).To(Succeed())
 	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
 }
