@@ -161,7 +161,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 // to the objects the operator makes, by label, so that its memory follows
 // its own objects and not the cluster's:
 //   - the Jobs and pods of sandboxes: kubeskills.io/commandrun;
-//   - the Deployments of agents: kubeskills.io/agent;
+//   - the Deployments of agents: kubeskills.io/agent, without their pod
+//     template (slimDeployment);
 //   - ConfigMaps (the skills' shards and the agents' catalogs, cached as
 //     metadata only), NetworkPolicies, ServiceAccounts, Roles,
 //     RoleBindings, Services and Secrets:
@@ -186,7 +187,7 @@ func cacheScopes() (map[client.Object]cache.ByObject, error) {
 	return map[client.Object]cache.ByObject{
 		&batchv1.Job{}:                {Label: sandboxes},
 		&corev1.Pod{}:                 {Label: sandboxes},
-		&appsv1.Deployment{}:          {Label: agents},
+		&appsv1.Deployment{}:          {Label: agents, Transform: slimDeployment},
 		&corev1.ConfigMap{}:           {Label: owned},
 		&networkingv1.NetworkPolicy{}: {Label: owned},
 		&corev1.ServiceAccount{}:      {Label: owned},
@@ -195,6 +196,20 @@ func cacheScopes() (map[client.Object]cache.ByObject, error) {
 		&corev1.Service{}:             {Label: owned},
 		&corev1.Secret{}:              {Label: owned},
 	}, nil
+}
+
+// slimDeployment keeps of an agent's Deployment what the Agent reconciler
+// reads of it: its metadata (but managedFields), replicas, selector and
+// status. The pod template, which mounts every shard of every skill of
+// the agent, is what the reconciler applies, never what it reads back: it
+// skips an apply by the resourceVersion alone. A reader that needs the
+// template must read it from the API server.
+func slimDeployment(in any) (any, error) {
+	if d, ok := in.(*appsv1.Deployment); ok {
+		d.ManagedFields = nil
+		d.Spec = appsv1.DeploymentSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector}
+	}
+	return in, nil
 }
 
 // metricsOptions serves metrics over HTTPS with authentication and
