@@ -52,7 +52,9 @@ const (
 // and 100 Agents (50 Skills each) are created, at rest holding them, at
 // rest again once 20,000 ConfigMaps and 5,000 pods that are none of the
 // operator's are in the cluster too, and while 1,000 of the Skills are
-// updated (VmHWM is reset before, through /proc/PID/clear_refs).
+// updated (VmHWM is reset before, through /proc/PID/clear_refs). At rest
+// is once the manager's CPU time and then its VmRSS have settled
+// (settleMemory).
 //
 // Metrics, memory in MiB and CPU in seconds: empty-rss-MiB; load-s,
 // load-cpu-s and load-hwm-MiB; rest-rss-MiB, rest-heap-MiB (Go heap in use,
@@ -97,12 +99,14 @@ func BenchmarkManagerFootprint(b *testing.B) {
 		wait := mgr.profile(b, "manager-rest-cpu", "profile?seconds=10")
 		restCPU := mgr.settle(b, restWindow)
 		wait()
+		mgr.settleMemory(b)
 		rest := mgr.status(b)
 		heap := mgr.metric(b, "go_memstats_heap_inuse_bytes")
 		mgr.profile(b, "manager-rest-heap", "heap?gc=1")()
 
 		createUnrelated(ctx, b, e)
 		mgr.settle(b, restWindow)
+		mgr.settleMemory(b)
 		unrelated := mgr.status(b)
 		unrelatedHeap := mgr.metric(b, "go_memstats_heap_inuse_bytes")
 		mgr.profile(b, "manager-unrelated-heap", "heap?gc=1")()
@@ -321,6 +325,16 @@ func (m *managerProcess) settle(b *testing.B, window time.Duration) time.Duratio
 	b.Helper()
 	cpu := func() float64 { return float64(procCPU(m.pid())) }
 	return time.Duration(settle(b, "the manager's CPU time", cpu, window, 0.05*float64(window), 2*time.Minute))
+}
+
+// settleMemory waits until the manager's resident memory is at rest too:
+// the Go runtime gives the memory a collection freed back to the kernel
+// over time, so VmRSS falls for a while after the work stops. At rest is
+// when it fell by at most 1 MiB over restWindow.
+func (m *managerProcess) settleMemory(b *testing.B) {
+	b.Helper()
+	fall := func() float64 { return -m.status(b).rss }
+	settle(b, "the manager's resident memory", fall, restWindow, 1, 5*time.Minute)
 }
 
 // stop ends the manager: SIGTERM, then SIGKILL after ten seconds.
