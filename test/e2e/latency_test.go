@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,10 +16,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
 )
 
 // latencyRuns is how many commands each side of the comparison runs:
@@ -31,37 +36,215 @@ func latencyRuns() int {
 }
 
 // latency measures what a command costs through kubeskills against the
-// floor of the same work without it: `echo hi` asked of the agent (a
-// CommandRun judged, a Job with the runner, the result read back) versus a
-// plain Job running `echo hi` in the same image, created, Complete, and its
-// log read. It reports figures; it asserts only that every run worked.
+// floor of the same work without it: `echo hi` asked of the agent in a chat
+// (the model's call for the command, a CommandRun judged, a Job with the
+// runner, the result read back and the model's answer) versus a plain Job
+// running `echo hi` in the same image, created, Complete, and its log read.
+// A watch on the namespace's runs, Jobs and pods times every step between
+// (see clock). It reports figures; it asserts only that every run worked.
 func latency(t *testing.T, s *state) {
 	g := NewWithT(t)
 	var ours, plain []time.Duration
+	var ourSteps, plainSteps []map[string]time.Duration
 	runs := latencyRuns()
 	for i := range runs {
+		s.model.script(t,
+			modeltest.Tools(modeltest.Call("run_command", map[string]string{"command": "echo hi"})),
+			modeltest.Step{Content: "The command printed: ", EchoToolResults: true})
+		clk := startClock(t)
 		start := time.Now()
-		res := s.agent.run(t, "echo hi")
-		ours = append(ours, time.Since(start))
-		g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseSucceeded)), res.Message)
-		g.Expect(res.Stdout).To(Equal("hi\n"))
+		answer := s.agent.chat(t, "Say hi from the sandbox.")
+		end := time.Now()
+		ours = append(ours, end.Sub(start))
+		g.Expect(answer).To(ContainSubstring(`hi\n`))
+		g.Expect(answer).To(MatchRegexp(`"exitCode":\s*0`))
+		ourSteps = append(ourSteps, clk.steps(t, start, end, true))
 
+		clk = startClock(t)
+		start = time.Now()
 		d, out := plainJob(t, i)
 		plain = append(plain, d)
 		g.Expect(out).To(Equal("hi\n"))
+		plainSteps = append(plainSteps, clk.steps(t, start, start.Add(d), false))
 	}
 	p50, p90 := percentile(ours, 50), percentile(ours, 90)
 	b50, b90 := percentile(plain, 50), percentile(plain, 90)
-	report.set("echo hi via CommandRun p50/p90", fmt.Sprintf("%.2fs / %.2fs", p50.Seconds(), p90.Seconds()))
+	report.set("echo hi via chat p50/p90", fmt.Sprintf("%.2fs / %.2fs", p50.Seconds(), p90.Seconds()))
 	report.set("echo hi as a plain Job p50/p90", fmt.Sprintf("%.2fs / %.2fs", b50.Seconds(), b90.Seconds()))
-	report.set("CommandRun / plain Job (p50)", fmt.Sprintf("%.2fx", p50.Seconds()/b50.Seconds()))
+	report.set("chat / plain Job (p50)", fmt.Sprintf("%.2fx", p50.Seconds()/b50.Seconds()))
 	writeJSON(t, map[string]any{
 		"date":          time.Now().UTC().Format(time.RFC3339),
 		"runs":          runs,
 		"commandRunP50": p50.Seconds(), "commandRunP90": p90.Seconds(),
 		"plainJobP50": b50.Seconds(), "plainJobP90": b90.Seconds(),
 		"ratioP50": p50.Seconds() / b50.Seconds(), "ratioP90": p90.Seconds() / b90.Seconds(),
+		"steps": map[string]any{"chat": medianSteps(ourSteps), "plainJob": medianSteps(plainSteps)},
 	}, "bench", "e2e.json")
+}
+
+// The steps of a command, each the time from the start (the chat's request,
+// or the plain Job's create call) until a watch first saw it; the pod's
+// steps are those of the one pod made in between.
+const (
+	stepRunCreated   = "CommandRun created"
+	stepRunDecided   = "decision recorded"
+	stepJobCreated   = "Job created"
+	stepPodCreated   = "pod created"
+	stepPodScheduled = "pod scheduled"
+	stepPodStarted   = "container running"
+	stepPodEnded     = "pod ended"
+	stepJobEnded     = "Job complete"
+	stepRunEnded     = "CommandRun succeeded"
+	stepAnswered     = "answer received"
+)
+
+// stepOrder is the order steps are reported in.
+var stepOrder = []string{stepRunCreated, stepRunDecided, stepJobCreated, stepPodCreated, stepPodScheduled,
+	stepPodStarted, stepPodEnded, stepJobEnded, stepRunEnded, stepAnswered}
+
+// clock watches the namespace's CommandRuns, Jobs and pods made after it
+// started and records when each step was first seen.
+type clock struct {
+	mu      sync.Mutex
+	seen    map[string]time.Time
+	made    map[types.UID]bool
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+	watches []watch.Interface
+}
+
+// startClock starts the watches from the namespace's state now: only
+// objects made from then on are counted.
+func startClock(t *testing.T) *clock {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	clk := &clock{seen: map[string]time.Time{}, made: map[types.UID]bool{}, cancel: cancel}
+	for _, list := range []client.ObjectList{&skillsv1.CommandRunList{}, &batchv1.JobList{}, &corev1.PodList{}} {
+		if err := c.client.List(ctx, list, client.InNamespace(ns), client.Limit(1)); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		w, err := c.client.Watch(ctx, list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.GetResourceVersion()}})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		clk.watches = append(clk.watches, w)
+		clk.done.Add(1)
+		go func() {
+			defer clk.done.Done()
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Added || ev.Type == watch.Modified {
+					clk.see(ev.Type, ev.Object, time.Now())
+				}
+			}
+		}()
+	}
+	return clk
+}
+
+// see records the steps obj shows, when it was made since the clock
+// started.
+func (clk *clock) see(typ watch.EventType, obj runtime.Object, at time.Time) {
+	meta, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	clk.mu.Lock()
+	defer clk.mu.Unlock()
+	if typ == watch.Added {
+		clk.made[meta.GetUID()] = true
+	}
+	if !clk.made[meta.GetUID()] {
+		return
+	}
+	var steps []string
+	switch o := obj.(type) {
+	case *skillsv1.CommandRun:
+		steps = append(steps, stepRunCreated)
+		if o.Status.Decision != nil {
+			steps = append(steps, stepRunDecided)
+		}
+		if o.Status.Phase == skillsv1.PhaseSucceeded {
+			steps = append(steps, stepRunEnded)
+		}
+	case *batchv1.Job:
+		steps = append(steps, stepJobCreated)
+		if o.Status.Succeeded > 0 {
+			steps = append(steps, stepJobEnded)
+		}
+	case *corev1.Pod:
+		steps = append(steps, stepPodCreated)
+		if o.Spec.NodeName != "" {
+			steps = append(steps, stepPodScheduled)
+		}
+		for _, cs := range o.Status.ContainerStatuses {
+			if cs.State.Running != nil || cs.State.Terminated != nil {
+				steps = append(steps, stepPodStarted)
+			}
+		}
+		if o.Status.Phase == corev1.PodSucceeded || o.Status.Phase == corev1.PodFailed {
+			steps = append(steps, stepPodEnded)
+		}
+	}
+	for _, step := range steps {
+		if _, ok := clk.seen[step]; !ok {
+			clk.seen[step] = at
+		}
+	}
+}
+
+// steps stops the watches and returns each step's time from start; the
+// end is the answer's (chat) or the log's (plain Job).
+func (clk *clock) steps(t *testing.T, start, end time.Time, chat bool) map[string]time.Duration {
+	t.Helper()
+	// The last events may still be on their way: the end was seen by the
+	// client first.
+	NewWithT(t).Eventually(func() bool {
+		clk.mu.Lock()
+		defer clk.mu.Unlock()
+		last := stepJobEnded
+		if chat {
+			last = stepRunEnded
+		}
+		at, ok := clk.seen[last]
+		return ok && at.After(start)
+	}).WithTimeout(10*time.Second).WithPolling(20*time.Millisecond).Should(BeTrue(), "the watch did not see the command end")
+	clk.cancel()
+	for _, w := range clk.watches {
+		w.Stop()
+	}
+	clk.done.Wait()
+	out := map[string]time.Duration{}
+	for step, at := range clk.seen {
+		if at.After(start) {
+			out[step] = at.Sub(start)
+		}
+	}
+	if chat {
+		out[stepAnswered] = end.Sub(start)
+	} else {
+		out["log read"] = end.Sub(start)
+	}
+	return out
+}
+
+// medianSteps is the median of each step over the runs, in seconds, in
+// stepOrder (then "log read"): a list of [step, seconds].
+func medianSteps(runs []map[string]time.Duration) [][2]any {
+	var out [][2]any
+	for _, step := range append(slices.Clone(stepOrder), "log read") {
+		var ds []time.Duration
+		for _, r := range runs {
+			if d, ok := r[step]; ok {
+				ds = append(ds, d)
+			}
+		}
+		if len(ds) == len(runs) && len(ds) > 0 {
+			out = append(out, [2]any{step, percentile(ds, 50).Seconds()})
+		}
+	}
+	return out
 }
 
 // plainJob runs `echo hi` as a bare Job in the toolbox image and returns
