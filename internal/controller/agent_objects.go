@@ -215,6 +215,12 @@ func agentContainer(p agentParams, rt *skillsv1.AgentRuntime, mounts []corev1.Vo
 	if rt.Resources != nil {
 		resources = *rt.Resources
 	}
+	var env []corev1.EnvVar
+	if limit := resources.Limits.Memory(); !limit.IsZero() {
+		// The Go runtime keeps its memory under 90% of the container's
+		// limit, the rest being headroom for what it does not count.
+		env = append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: strconv.FormatInt(limit.Value()/10*9, 10)})
+	}
 	probe := func(path string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(agentPortName)}}}
 	}
@@ -228,6 +234,7 @@ func agentContainer(p agentParams, rt *skillsv1.AgentRuntime, mounts []corev1.Vo
 		ReadinessProbe:  probe("/readyz"),
 		LivenessProbe:   probe("/healthz"),
 		Resources:       resources,
+		Env:             env,
 		VolumeMounts:    mounts,
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),

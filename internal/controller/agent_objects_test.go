@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -202,5 +203,34 @@ func TestAgentObjectsSelectBundle(t *testing.T) {
 	}
 	if _, err := catalog.Encode(&catalog.Catalog{Agent: "support", Skills: sel.entries}, 0); err != nil {
 		t.Errorf("Encode() of the selection error = %v", err)
+	}
+}
+
+// TestAgentObjectsMemoryLimit: the agent's Go runtime keeps under 90% of
+// its container's memory limit, the default one or the Agent's; with no
+// limit it has none.
+func TestAgentObjectsMemoryLimit(t *testing.T) {
+	gomemlimit := func(a *skillsv1.Agent) (string, bool) {
+		d := agentDeployment(agentParams{agent: a, image: "ghcr.io/kubeskills/agent:v0.1.0", catalog: testCatalog()})
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "GOMEMLIMIT" {
+				return e.Value, true
+			}
+		}
+		return "", false
+	}
+	a := testAgent()
+	if v, ok := gomemlimit(a); v != "241591905" {
+		t.Errorf("with the default limit of 256Mi, GOMEMLIMIT = %q (set: %t), want 241591905", v, ok)
+	}
+	a.Spec.Runtime = &skillsv1.AgentRuntime{Resources: &corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}}
+	if v, ok := gomemlimit(a); v != "966367638" {
+		t.Errorf("with a limit of 1Gi, GOMEMLIMIT = %q (set: %t), want 966367638", v, ok)
+	}
+	a.Spec.Runtime.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
+	if v, ok := gomemlimit(a); ok {
+		t.Errorf("with no memory limit, GOMEMLIMIT = %q, want none", v)
 	}
 }
