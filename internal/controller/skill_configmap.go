@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,36 +46,59 @@ func shardName(skillName string, i int) string {
 
 // skillConfigMap builds the whole ConfigMap for shard i of a Skill, owned by
 // the Skill so it is deleted with it.
-func skillConfigMap(obj *skillsv1.Skill, i int, shard skill.Shard, hash, invocation string) *corev1ac.ConfigMapApplyConfiguration {
-	cm := corev1ac.ConfigMap(shardName(obj.Name, i), obj.Namespace).
-		WithLabels(map[string]string{
-			skillsv1.LabelSkill: obj.Name,
-			LabelShard:          strconv.Itoa(i),
-			labelManagedBy:      managedBy,
-		}).
-		WithAnnotations(map[string]string{
-			skillsv1.AnnotationContentHash: hash,
-			AnnotationInvocation:           invocationOrAuto(invocation),
-		}).
-		WithOwnerReferences(controllerRef(obj, skillsv1.GroupVersion.WithKind("Skill").Kind))
+func skillConfigMap(obj *skillsv1.Skill, i int, shard skill.Shard, hash, invocation string) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      shardName(obj.Name, i),
+			Namespace: obj.Namespace,
+			Labels: map[string]string{
+				skillsv1.LabelSkill: obj.Name,
+				LabelShard:          strconv.Itoa(i),
+				labelManagedBy:      managedBy,
+			},
+			Annotations: map[string]string{
+				skillsv1.AnnotationContentHash: hash,
+				AnnotationInvocation:           invocationOrAuto(invocation),
+			},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(obj, skillsv1.GroupVersion.WithKind("Skill"))},
+		},
+	}
 	if len(shard.Data) > 0 {
-		cm.WithData(shard.Data)
+		cm.Data = shard.Data
 	}
 	if len(shard.BinaryData) > 0 {
-		cm.WithBinaryData(shard.BinaryData)
+		cm.BinaryData = shard.BinaryData
 	}
 	return cm
 }
 
-// controllerRef is a controller owner reference to a kubeskills object.
-func controllerRef(owner metav1.Object, kind string) *metav1ac.OwnerReferenceApplyConfiguration {
-	return metav1ac.OwnerReference().
-		WithAPIVersion(skillsv1.GroupVersion.String()).
-		WithKind(kind).
-		WithName(owner.GetName()).
-		WithUID(owner.GetUID()).
-		WithController(true).
-		WithBlockOwnerDeletion(true)
+// onto returns want as an update of current: current's metadata (the
+// labels, annotations, owners and finalizers others set, and its
+// resourceVersion, so that a change made since fails the update) with
+// want's labels, annotations and owner over it, and want's data instead of
+// current's.
+func onto(want *corev1.ConfigMap, current metav1.Object) *corev1.ConfigMap {
+	cm := want.DeepCopy()
+	cm.ResourceVersion = current.GetResourceVersion()
+	cm.Finalizers = current.GetFinalizers()
+	cm.Labels = maps.Clone(current.GetLabels())
+	if cm.Labels == nil {
+		cm.Labels = map[string]string{}
+	}
+	maps.Copy(cm.Labels, want.Labels)
+	cm.Annotations = maps.Clone(current.GetAnnotations())
+	if cm.Annotations == nil {
+		cm.Annotations = map[string]string{}
+	}
+	maps.Copy(cm.Annotations, want.Annotations)
+	cm.OwnerReferences = nil
+	for _, ref := range current.GetOwnerReferences() {
+		if !slices.ContainsFunc(want.OwnerReferences, func(w metav1.OwnerReference) bool { return w.UID == ref.UID }) {
+			cm.OwnerReferences = append(cm.OwnerReferences, ref)
+		}
+	}
+	cm.OwnerReferences = append(cm.OwnerReferences, want.OwnerReferences...)
+	return cm
 }
 
 func invocationOrAuto(mode string) string {
@@ -109,57 +130,53 @@ type servedConfigMap struct {
 // intact tells whether a ConfigMap, as the metadata cache holds it, still
 // serves hash exactly as the operator wrote it.
 func (s *servedConfigMaps) intact(ctx context.Context, c client.Reader, key types.NamespacedName, hash string) (bool, error) {
-	ok, _, err := s.remembered(ctx, c, key, hash)
-	return ok, err
-}
-
-// remembered tells whether a ConfigMap, as the metadata cache holds it, is
-// at the resourceVersion the operator wrote hash at; found tells whether it
-// exists with hash in its annotation at all.
-func (s *servedConfigMaps) remembered(ctx context.Context, c client.Reader, key types.NamespacedName, hash string) (ok, found bool, err error) {
-	meta := configMapMetadata()
-	if err := c.Get(ctx, key, meta); err != nil {
+	cm := configMapMetadata()
+	if err := c.Get(ctx, key, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, false, nil
+			return false, nil
 		}
-		return false, false, fmt.Errorf("failed to get ConfigMap %s: %w", key, err)
+		return false, fmt.Errorf("failed to get ConfigMap %s: %w", key, err)
 	}
-	if meta.Annotations[skillsv1.AnnotationContentHash] != hash {
-		return false, false, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	last, ok := s.last[key]
-	return ok && last == servedConfigMap{hash: hash, resourceVersion: meta.ResourceVersion}, true, nil
+	return cm.Annotations[skillsv1.AnnotationContentHash] == hash && s.wroteAt(key, hash, cm.ResourceVersion), nil
 }
 
 // serving tells whether a ConfigMap still serves want, whose content hash
 // is hash. The metadata cache answers when the ConfigMap is missing, serves
 // another hash or is at the resourceVersion the operator wrote; otherwise
 // the ConfigMap is read from the API server (the cache holds no data) and
-// compared with want, and remembered when it serves it.
-func (s *servedConfigMaps) serving(ctx context.Context, cache, api client.Reader, key types.NamespacedName, hash string, want *corev1ac.ConfigMapApplyConfiguration) (bool, error) {
-	if ok, found, err := s.remembered(ctx, cache, key, hash); ok || !found || err != nil {
-		return ok, err
+// compared with want, and remembered when it serves it. When it does not,
+// current is the ConfigMap as last seen, nil when there is none.
+func (s *servedConfigMaps) serving(ctx context.Context, cache, api client.Reader, key types.NamespacedName, hash string, want *corev1.ConfigMap) (ok bool, current metav1.Object, err error) {
+	meta := configMapMetadata()
+	if err := cache.Get(ctx, key, meta); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil, nil
+		}
+		return false, nil, fmt.Errorf("failed to get ConfigMap %s: %w", key, err)
+	}
+	if meta.Annotations[skillsv1.AnnotationContentHash] != hash {
+		return false, meta, nil
+	}
+	if s.wroteAt(key, hash, meta.ResourceVersion) {
+		return true, nil, nil
 	}
 	cm := &corev1.ConfigMap{}
 	if err := api.Get(ctx, key, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return false, nil, nil
 		}
-		return false, fmt.Errorf("failed to get ConfigMap %s: %w", key, err)
+		return false, nil, fmt.Errorf("failed to get ConfigMap %s: %w", key, err)
 	}
 	if !serves(cm, want) {
-		return false, nil
+		return false, cm, nil
 	}
 	s.wrote(key, hash, cm.ResourceVersion)
-	return true, nil
+	return true, nil, nil
 }
 
-// serves tells whether cm holds every label, annotation, owner and key
-// that want sets, with the same values, and no other data: what applying
-// want would leave it.
-func serves(cm *corev1.ConfigMap, want *corev1ac.ConfigMapApplyConfiguration) bool {
+// serves tells whether cm holds every label, annotation and owner that
+// want sets, with the same values, and exactly want's data.
+func serves(cm, want *corev1.ConfigMap) bool {
 	for k, v := range want.Labels {
 		if got, ok := cm.Labels[k]; !ok || got != v {
 			return false
@@ -171,14 +188,23 @@ func serves(cm *corev1.ConfigMap, want *corev1ac.ConfigMapApplyConfiguration) bo
 		}
 	}
 	for _, ref := range want.OwnerReferences {
-		if ref.UID == nil || !slices.ContainsFunc(cm.OwnerReferences, func(o metav1.OwnerReference) bool {
-			return o.UID == *ref.UID && ptr.Equal(o.Controller, ref.Controller)
+		if !slices.ContainsFunc(cm.OwnerReferences, func(o metav1.OwnerReference) bool {
+			return o.UID == ref.UID && ptr.Equal(o.Controller, ref.Controller)
 		}) {
 			return false
 		}
 	}
 	return maps.Equal(cm.Data, want.Data) &&
 		maps.EqualFunc(cm.BinaryData, want.BinaryData, bytes.Equal)
+}
+
+// wroteAt tells whether the operator wrote hash to a ConfigMap and it is
+// still at resourceVersion.
+func (s *servedConfigMaps) wroteAt(key types.NamespacedName, hash, resourceVersion string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last, ok := s.last[key]
+	return ok && last.resourceVersion == resourceVersion && (hash == "" || last.hash == hash)
 }
 
 // wrote records that the ConfigMap was written with hash and is now at

@@ -19,7 +19,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,9 +78,23 @@ func (r *SkillReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&skillsv1.Skill{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, annotationChanged(skillsv1.AnnotationSourceError)))).
-		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
+		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata, builder.WithPredicates(r.notOwnWrite())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
+}
+
+// notOwnWrite drops the events of ConfigMaps the operator has just written,
+// at the resourceVersion it wrote: the pass that wrote them knows they serve
+// what they should, and a pass for each would read and judge the Skill again
+// for nothing. A ConfigMap changed by anyone else, or deleted, is passed on.
+func (r *SkillReconciler) notOwnWrite() predicate.Funcs {
+	own := func(o client.Object) bool {
+		return r.served.wroteAt(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}, "", o.GetResourceVersion())
+	}
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return !own(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool { return !own(e.ObjectNew) },
+	}
 }
 
 // Reconcile judges a Skill and serves it; status is written once, at the end.
@@ -157,19 +170,38 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 	for i := len(shards) - 1; i >= 0; i-- {
 		key := types.NamespacedName{Namespace: obj.Namespace, Name: names[i]}
 		cm := skillConfigMap(obj, i, shards[i], hash, invocation)
-		if intact, err := r.served.serving(ctx, r.Client, r.APIReader, key, hash, cm); err != nil {
+		ok, current, err := r.served.serving(ctx, r.Client, r.APIReader, key, hash, cm)
+		if err != nil {
 			return nil, err
-		} else if intact {
+		} else if ok {
 			continue
 		}
-		if err := r.Apply(ctx, cm, FieldOwner, client.ForceOwnership); err != nil {
+		if err := r.writeConfigMap(ctx, cm, current); err != nil {
 			r.served.forget(key)
-			return nil, fmt.Errorf("failed to apply ConfigMap %s/%s: %w", obj.Namespace, names[i], err)
+			return nil, fmt.Errorf("failed to write ConfigMap %s/%s: %w", obj.Namespace, names[i], err)
 		}
-		r.served.wrote(key, hash, ptr.Deref(cm.ResourceVersion, ""))
-		ctrl.LoggerFrom(ctx).V(1).Info("Applied ConfigMap", "configMap", klog.KRef(obj.Namespace, names[i]))
+		r.served.wrote(key, hash, cm.ResourceVersion)
+		ctrl.LoggerFrom(ctx).V(1).Info("Wrote ConfigMap", "configMap", klog.KRef(obj.Namespace, names[i]))
 	}
 	return names, r.deleteStaleShards(ctx, obj, names)
+}
+
+// writeConfigMap creates a shard's ConfigMap, or updates current to it.
+// Create and update rather than server-side apply: the operator knows the
+// whole object, and the API server decodes a create or an update of a
+// ConfigMap (protobuf) for much less than an apply (YAML, then the merge of
+// field ownership). An update carries current's resourceVersion: a change
+// made since fails it, and the next pass starts again from that change.
+func (r *SkillReconciler) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, current metav1.Object) error {
+	if current == nil {
+		return r.Create(ctx, cm, FieldOwner)
+	}
+	updated := onto(cm, current)
+	if err := r.Update(ctx, updated, FieldOwner); err != nil {
+		return err
+	}
+	cm.ResourceVersion = updated.ResourceVersion
+	return nil
 }
 
 // IndexConfigMapSkill indexes the metadata of ConfigMaps by the value of
