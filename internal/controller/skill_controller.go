@@ -194,7 +194,17 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 // made since fails it, and the next pass starts again from that change.
 func (r *SkillReconciler) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, current metav1.Object) error {
 	if current == nil {
-		return r.Create(ctx, cm, FieldOwner)
+		err := r.Create(ctx, cm, FieldOwner)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		// The cache holds only ConfigMaps labelled as the operator's: one
+		// stripped of its labels is read from the API server, and updated.
+		live := &corev1.ConfigMap{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cm), live); err != nil {
+			return err
+		}
+		current = live
 	}
 	updated := onto(cm, current)
 	if err := r.Update(ctx, updated, FieldOwner); err != nil {
