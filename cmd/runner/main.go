@@ -138,6 +138,7 @@ type runFlags struct {
 	dir         string
 	policy      string
 	kubeconfig  string
+	awaitFence  string
 }
 
 // parseRunFlags parses the flags of "runner run" and returns them with the
@@ -156,6 +157,7 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, command string,
 	fs.StringVar(&f.resultFile, "result-file", "", "file that receives the result or its summary, e.g. /dev/termination-log")
 	fs.StringVar(&f.dir, "dir", "", "working directory of the command (default: the current one)")
 	fs.StringVar(&f.policy, "policy", "", "the policy that judged the run, as JSON (required)")
+	fs.StringVar(&f.awaitFence, "await-fence", "", "start the command only once a TCP connection to this HOST:PORT, which the sandbox's network fence denies, fails")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "write a kubeconfig for the pod's ServiceAccount here before the command runs, when its token is mounted in "+runner.ServiceAccountDir)
 	if err := fs.Parse(args); err != nil {
 		return f, "", nil, err
@@ -197,6 +199,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 			Policy:      f.policy,
 			Dir:         f.dir,
 			Kubeconfig:  f.kubeconfig,
+			AwaitFence:  f.awaitFence,
 			Timeout:     f.timeout,
 			Grace:       f.grace,
 			OutputLimit: f.outputLimit,

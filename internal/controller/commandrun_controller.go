@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -50,6 +51,9 @@ type CommandRunReconciler struct {
 	Results ResultReader
 	// RunnerImage is the image holding the runner (the operator's own).
 	RunnerImage string
+	// clusterTargets are the cluster's Services a fence may deny, read
+	// now and then (fenceTargets).
+	clusterTargets atomic.Pointer[clusterTargets]
 	// RunnerFromImage tells whether sandboxes mount the runner from
 	// RunnerImage rather than copy it (RunnerProbe.FromImage); nil means
 	// copy.

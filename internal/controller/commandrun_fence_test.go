@@ -2,12 +2,14 @@ package controller_test
 
 import (
 	"context"
+	"net"
 	"slices"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,6 +85,9 @@ func TestAgentsRunsShareItsFences(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
+	svc := &corev1.Service{}
+	g.Expect(k8s.Get(ctx, keyOf("default", "kubernetes"), svc)).To(Succeed())
+	api := net.JoinHostPort(svc.Spec.ClusterIP, "443")
 	var made []string
 	g.Eventually(func(g Gomega) {
 		made = fenceNames(g, ns, "ops")
@@ -92,8 +97,12 @@ func TestAgentsRunsShareItsFences(t *testing.T) {
 	for _, name := range []string{"first", "second"} {
 		g.Expect(k8s.Create(ctx, newRun(ns, name, "echo "+name))).To(Succeed())
 		waitPhase(t, ns, name, skillsv1.PhaseRunning)
-		np := podFence(g, ns, &jobs(g, ns, name)[0], "ops")
+		job := jobs(g, ns, name)[0]
+		np := podFence(g, ns, &job, "ops")
 		g.Expect(np.Spec.Egress).To(BeEmpty(), "no egress unless the policy allows it")
+		// The command starts once the fence denies the API server, which
+		// nothing but the fence keeps it from.
+		g.Expect(job.Spec.Template.Spec.Containers[0].Command).To(ContainElement("--await-fence=" + api))
 		err := k8s.Get(ctx, keyOf(ns, name), &networkingv1.NetworkPolicy{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the run made a NetworkPolicy of its own: %v", err)
 	}

@@ -244,8 +244,13 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 	if fenced, err := r.fenced(ctx, run, p); !fenced || err != nil {
 		return err
 	}
+	targets, err := r.fenceTargets(ctx)
+	if err != nil {
+		return err
+	}
+	p.FenceCheck = sandbox.FenceCheck(p, targets)
 	job := sandbox.Job(p)
-	err := r.Create(ctx, job)
+	err = r.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
 		// Created by another manager, or by a pass whose status was not
 		// written, or by someone else, which is never adopted.

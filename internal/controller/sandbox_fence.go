@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -166,4 +168,60 @@ func apiServerEndpoints(ctx context.Context, live client.Reader) ([]sandbox.APIE
 		return nil, fmt.Errorf("failed to get EndpointSlice %s/%s: %w", sandbox.KubernetesServiceNamespace, sandbox.KubernetesServiceName, err)
 	}
 	return sandbox.APIServerEndpoints([]discoveryv1.EndpointSlice{*slice}), nil
+}
+
+// clusterTargetsTTL is how long the cluster's Services read for fence
+// checks are kept before they are read again: they rarely change, and a
+// run must not wait for them.
+const clusterTargetsTTL = 10 * time.Minute
+
+// clusterTargets are the cluster's Services a fence may deny, as read at.
+type clusterTargets struct {
+	targets sandbox.FenceTargets
+	at      time.Time
+}
+
+// fenceTargets returns the Services of the cluster that a sandbox's fence
+// may deny (sandbox.FenceCheck): the kubernetes Service and the cluster
+// DNS, read from the API server now and then.
+func (r *CommandRunReconciler) fenceTargets(ctx context.Context) (sandbox.FenceTargets, error) {
+	cached := r.clusterTargets.Load()
+	if cached == nil || r.now().Sub(cached.at) > clusterTargetsTTL {
+		t := sandbox.FenceTargets{}
+		var err error
+		if t.APIServer, err = serviceAddress(ctx, r.APIReader, sandbox.KubernetesServiceNamespace, sandbox.KubernetesServiceName, "https"); err != nil {
+			return t, err
+		}
+		if t.DNS, err = serviceAddress(ctx, r.APIReader, sandbox.DNSNamespace, "kube-dns", "dns-tcp"); err != nil {
+			return t, err
+		}
+		cached = &clusterTargets{targets: t, at: r.now()}
+		r.clusterTargets.Store(cached)
+	}
+	return cached.targets, nil
+}
+
+// serviceAddress is the cluster address of Service ns/name on its TCP port
+// of that name (its first port when none has the name), as
+// "host:port"; "" when there is no such Service or it has no address.
+func serviceAddress(ctx context.Context, r client.Reader, ns, name, port string) (string, error) {
+	svc := &corev1.Service{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, svc)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("failed to get Service %s/%s: %w", ns, name, err)
+	}
+	ip := svc.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
+		return "", nil
+	}
+	number := svc.Spec.Ports[0].Port
+	for _, p := range svc.Spec.Ports {
+		if p.Name == port && p.Protocol == corev1.ProtocolTCP {
+			number = p.Port
+		}
+	}
+	return net.JoinHostPort(ip, strconv.Itoa(int(number))), nil
 }

@@ -95,6 +95,14 @@ type Options struct {
 	// ServiceAccountDir is where the ServiceAccount's credentials are
 	// mounted. Empty means ServiceAccountDir.
 	ServiceAccountDir string
+	// AwaitFence, when set, is an address ("host:port") the sandbox's
+	// network fence denies: the command starts only once a connection to
+	// it fails (see AwaitFence), and not at all when one still gets
+	// through after FenceWait.
+	AwaitFence string
+	// FenceWait is how long Run waits for the fence. Zero means
+	// DefaultFenceWait.
+	FenceWait time.Duration
 	// Signals, when not nil, delivers signals the runner received. Each is
 	// forwarded to the command's process group; the first one also stops
 	// the command as a timeout would, and the result reports it.
@@ -111,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ServiceAccountDir == "" {
 		o.ServiceAccountDir = ServiceAccountDir
+	}
+	if o.FenceWait <= 0 {
+		o.FenceWait = DefaultFenceWait
 	}
 	return o
 }
@@ -176,6 +187,11 @@ func Run(opts Options) *Result {
 	}
 	if o.Kubeconfig != "" {
 		if _, err := WriteKubeconfig(o.Kubeconfig, o.ServiceAccountDir, getenvFrom(o.Env)); err != nil {
+			return failed(res, ExitRunnerFailure, err)
+		}
+	}
+	if o.AwaitFence != "" {
+		if err := AwaitFence(o.AwaitFence, o.FenceWait); err != nil {
 			return failed(res, ExitRunnerFailure, err)
 		}
 	}

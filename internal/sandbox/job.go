@@ -244,6 +244,9 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 		env = append(env, corev1.EnvVar{Name: EnvKubeconfig, Value: KubeconfigPath})
 		command = withRunnerFlag(command, "--kubeconfig="+KubeconfigPath)
 	}
+	if p.FenceCheck != "" {
+		command = withRunnerFlag(command, "--await-fence="+p.FenceCheck)
+	}
 	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
 	return corev1.Container{
 		Name:                     ContainerCommand,

@@ -210,3 +210,33 @@ func networkPort(protocol corev1.Protocol, port int32) networkingv1.NetworkPolic
 		Port:     ptr.To(intstr.FromInt32(port)),
 	}
 }
+
+// FenceTargets are Services of the cluster, each the "host:port" of its
+// cluster address, that a sandbox's fence may deny; "" where unknown. Each
+// answers when nothing denies it.
+type FenceTargets struct {
+	// APIServer is the kubernetes Service, on its https port.
+	APIServer string
+	// DNS is the cluster DNS Service, on TCP port 53.
+	DNS string
+}
+
+// FenceCheck returns the target the fence of p's sandbox surely denies,
+// for the runner to await the fence with; "" when it cannot tell. A node
+// translates a Service's address to its pods' before the network plugin
+// judges the connection, so with egress CIDRs, which may hold those pods,
+// no target is sure. Without them: the API server unless the sandbox has
+// an identity, else the cluster DNS unless egress allows DNS. A sandbox
+// with an identity and DNS gets none.
+func FenceCheck(p Params, t FenceTargets) string {
+	egress := sandboxOf(p.Policy).Egress
+	switch {
+	case egress != nil && len(egress.CIDRs) > 0:
+		return ""
+	case t.APIServer != "" && p.serviceAccountName() == "":
+		return t.APIServer
+	case t.DNS != "" && (egress == nil || !egress.DNS):
+		return t.DNS
+	}
+	return ""
+}

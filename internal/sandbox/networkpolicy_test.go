@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -198,4 +200,41 @@ func TestFenceIsDeterministic(t *testing.T) {
 
 func egressPolicy(egress *skillsv1.Egress) *skillsv1.CommandPolicy {
 	return &skillsv1.CommandPolicy{Spec: skillsv1.CommandPolicySpec{Sandbox: &skillsv1.Sandbox{Egress: egress}}}
+}
+
+func TestFenceCheckPicksATargetTheFenceDenies(t *testing.T) {
+	all := FenceTargets{APIServer: "10.96.0.1:443", DNS: "10.96.0.10:53"}
+	withSandbox := func(sb *skillsv1.Sandbox) *skillsv1.CommandPolicy {
+		return &skillsv1.CommandPolicy{Spec: skillsv1.CommandPolicySpec{Sandbox: sb}}
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  *skillsv1.CommandPolicy
+		targets FenceTargets
+		want    string
+	}{
+		{"no egress: the API server", nil, all, "10.96.0.1:443"},
+		{"an identity reaches the API server: DNS", withSandbox(&skillsv1.Sandbox{ServiceAccountName: "reader"}), all, "10.96.0.10:53"},
+		{"DNS allowed: the API server", withSandbox(&skillsv1.Sandbox{Egress: &skillsv1.Egress{DNS: true}}), all, "10.96.0.1:443"},
+		{"an identity and DNS: none",
+			withSandbox(&skillsv1.Sandbox{ServiceAccountName: "reader", Egress: &skillsv1.Egress{DNS: true}}), all, ""},
+		{"CIDRs may hold any Service's pods: none",
+			withSandbox(&skillsv1.Sandbox{Egress: &skillsv1.Egress{CIDRs: []string{"192.0.2.0/24"}}}), all, ""},
+		{"unknown API server: DNS", nil, FenceTargets{DNS: "10.96.0.10:53"}, "10.96.0.10:53"},
+		{"nothing known", nil, FenceTargets{}, ""},
+	} {
+		p := Params{Run: testRun(), Policy: tc.policy, RunnerImage: testRunnerImage, DefaultImage: testDefaultImage}
+		if got := FenceCheck(p, tc.targets); got != tc.want {
+			t.Errorf("%s: FenceCheck = %q, want %q", tc.name, got, tc.want)
+		}
+		p.FenceCheck = tc.want
+		cmd := Job(p).Spec.Template.Spec.Containers[0].Command
+		flag := slices.Index(cmd, "--await-fence="+tc.want)
+		if tc.want != "" && (flag < 0 || flag > slices.Index(cmd, "--")) {
+			t.Errorf("%s: the runner does not await the fence: %q", tc.name, cmd)
+		}
+		if tc.want == "" && slices.ContainsFunc(cmd, func(a string) bool { return strings.HasPrefix(a, "--await-fence") }) {
+			t.Errorf("%s: the runner awaits no target: %q", tc.name, cmd)
+		}
+	}
 }

@@ -240,6 +240,11 @@ type Params struct {
 	// Timeout is the command's timeout, already resolved (ResolveTimeout).
 	// Zero or less is resolved here, never taken as no timeout.
 	Timeout time.Duration
+	// FenceCheck, when set, is an address ("host:port") the sandbox's
+	// fence denies (see FenceCheck): the runner starts the command only
+	// once a connection to it fails, so that a command never runs before
+	// the network plugin put its fence in force.
+	FenceCheck string
 	// APIServer are the addresses of the API server (APIServerEndpoints),
 	// which the fence opens when the policy names a ServiceAccount,
 	// and only then. A sandbox with an identity and no addresses reaches no

@@ -330,6 +330,21 @@ func chatRunsCommand(t *testing.T, s *state) {
 	g.Expect(fence.Spec.PodSelector.MatchLabels).To(Equal(map[string]string{sandbox.LabelAgent: agentName, sandbox.LabelFence: hash}))
 	err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Name}, &networkingv1.NetworkPolicy{})
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the run made a NetworkPolicy of its own: %v", err)
+	// The runner ran from the operator's image, mounted read-only as an
+	// image volume: the operator's probe found that this cluster runs it
+	// so, and said which in its log. Nothing copied it.
+	spec := job.Spec.Template.Spec
+	for _, v := range spec.Volumes {
+		if v.Name == "runner" {
+			g.Expect(v.Image).NotTo(BeNil(), "the runner was copied, not mounted from the operator's image")
+		}
+	}
+	for _, ic := range spec.InitContainers {
+		g.Expect(ic.Name).NotTo(Equal(sandbox.ContainerInstallRunner))
+	}
+	g.Expect(spec.Containers[0].Command[0]).To(Equal(sandbox.RunnerImageRunner))
+	logs := c.mustKubectl(t, "logs", "-n", operatorNS, "-l", "app.kubernetes.io/name=kubeskills", "--tail=-1")
+	g.Expect(logs).To(ContainSubstring("Sandboxes mount the runner from the operator image as an image volume: a probe ran it so"))
 	g.Expect(c.client.Get(ctx, client.ObjectKeyFromObject(&run), &run)).To(Succeed())
 	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
 }

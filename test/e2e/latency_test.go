@@ -53,7 +53,9 @@ func latency(t *testing.T, s *state) {
 			modeltest.Step{Content: "The command printed: ", EchoToolResults: true})
 		clk := startClock(t)
 		start := time.Now()
-		answer := s.agent.chat(t, "Say hi from the sandbox.")
+		// Each question differs: a chat that repeats an earlier one follows
+		// the run it filed rather than file another.
+		answer := s.agent.chat(t, fmt.Sprintf("Say hi from the sandbox (%d of %d).", i+1, runs))
 		end := time.Now()
 		ours = append(ours, end.Sub(start))
 		g.Expect(answer).To(ContainSubstring(`hi\n`))
