@@ -114,9 +114,9 @@ func TestEndToEnd(t *testing.T) {
 		{"12 the token stays in the sandbox and dies with it", tokenStaysInTheSandbox},
 		{"13 the fence holds without identity and opens exactly", fenceHolds},
 		{"14 the doctor passes and finds an allow-all egress policy", doctorFindsAnOpenFence},
-		{"15 the doctor finds a stopped enforcer", doctorFindsAStoppedEnforcer},
-		{"16 a skill served from an image runs in the sandbox", skillFromImage},
-		{"17 chaos: faults while commands run (short form)", chaosShort},
+		{"15 a skill served from an image runs in the sandbox", skillFromImage},
+		{"16 chaos: faults while commands run (short form)", chaosShort},
+		{"17 the doctor finds a stopped enforcer", doctorFindsAStoppedEnforcer},
 	}
 	for _, step := range steps {
 		start := time.Now()
