@@ -6,8 +6,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -304,8 +302,7 @@ const defaultShardBytes = skill.DefaultShardBytes
 func contentHash(obj *skillsv1.Skill, s *skill.Skill) string {
 	h := skill.Hash(s)
 	if b := obj.Spec.Bundle; b != nil {
-		sum := sha256.Sum256([]byte(h + "\x00" + b.Image + "\x00" + b.PullPolicy))
-		h = "sha256:" + hex.EncodeToString(sum[:])
+		return skill.BundledHash(h, b.Image, b.PullPolicy)
 	}
 	return h
 }
