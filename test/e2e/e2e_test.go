@@ -283,21 +283,7 @@ func installAgentWith(t *testing.T, name, values string) agentAPI {
 // agentPod is the agent's one running pod.
 func agentPod(t *testing.T) corev1.Pod {
 	t.Helper()
-	var pods corev1.PodList
-	if err := c.client.List(context.Background(), &pods, client.InNamespace(ns),
-		client.MatchingLabels{"app.kubernetes.io/name": "kubeskills-agent", sandbox.LabelAgent: agentName}); err != nil {
-		t.Fatal(err)
-	}
-	var running []corev1.Pod
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-			running = append(running, p)
-		}
-	}
-	if len(running) != 1 {
-		t.Fatalf("want one running agent pod, have %d of %d", len(running), len(pods.Items))
-	}
-	return running[0]
+	return runningAgentPod(t, agentName)
 }
 
 func chatRunsCommand(t *testing.T, s *state) {

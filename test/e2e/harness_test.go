@@ -273,21 +273,7 @@ type agentAPI struct{ url, token string }
 // chat asks one question and returns the final answer.
 func (a agentAPI) chat(t *testing.T, question string) string {
 	t.Helper()
-	var resp struct {
-		Choices []struct {
-			Message struct {
-				Content string `json:"content"`
-			} `json:"message"`
-		} `json:"choices"`
-	}
-	postJSON(t, a.url+"/v1/chat/completions", a.token, map[string]any{
-		"model":    "ops",
-		"messages": []map[string]string{{"role": "user", "content": question}},
-	}, &resp)
-	if len(resp.Choices) == 0 {
-		t.Fatalf("the agent answered no choices")
-	}
-	return resp.Choices[0].Message.Content
+	return chatWith(t, a, agentName, question)
 }
 
 // commandResult is the agent's answer to POST /v1/commands.
