@@ -195,6 +195,9 @@ func (r *CommandRunReconciler) fenceTargets(ctx context.Context) (sandbox.FenceT
 		if t.DNS, err = serviceAddress(ctx, r.APIReader, sandbox.DNSNamespace, "kube-dns", "dns-tcp"); err != nil {
 			return t, err
 		}
+		if t.APIServerEndpoints, err = apiServerEndpoints(ctx, r.APIReader); err != nil {
+			return t, err
+		}
 		cached = &clusterTargets{targets: t, at: r.now()}
 		r.clusterTargets.Store(cached)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -215,8 +216,10 @@ func networkPort(protocol corev1.Protocol, port int32) networkingv1.NetworkPolic
 // cluster address, that a sandbox's fence may deny; "" where unknown. Each
 // answers when nothing denies it.
 type FenceTargets struct {
-	// APIServer is the kubernetes Service, on its https port.
-	APIServer string
+	// APIServer is the kubernetes Service, on its https port, and
+	// APIServerEndpoints the addresses a node translates it to.
+	APIServer          string
+	APIServerEndpoints []APIEndpoint
 	// DNS is the cluster DNS Service, on TCP port 53.
 	DNS string
 }
@@ -224,19 +227,42 @@ type FenceTargets struct {
 // FenceCheck returns the target the fence of p's sandbox surely denies,
 // for the runner to await the fence with; "" when it cannot tell. A node
 // translates a Service's address to its pods' before the network plugin
-// judges the connection, so with egress CIDRs, which may hold those pods,
-// no target is sure. Without them: the API server unless the sandbox has
-// an identity, else the cluster DNS unless egress allows DNS. A sandbox
-// with an identity and DNS gets none.
+// judges the connection, so a target is sure only when no rule of the
+// fence allows where it leads: the API server unless the sandbox has an
+// identity or an egress CIDR holds one of its addresses on its port, else
+// the cluster DNS when egress allows neither DNS nor any CIDR (its pods'
+// addresses are not known here).
 func FenceCheck(p Params, t FenceTargets) string {
 	egress := sandboxOf(p.Policy).Egress
+	if egress == nil {
+		egress = &skillsv1.Egress{}
+	}
 	switch {
-	case egress != nil && len(egress.CIDRs) > 0:
-		return ""
-	case t.APIServer != "" && p.serviceAccountName() == "":
+	case t.APIServer != "" && len(t.APIServerEndpoints) > 0 && p.serviceAccountName() == "" && !egressHolds(egress, t.APIServerEndpoints):
 		return t.APIServer
-	case t.DNS != "" && (egress == nil || !egress.DNS):
+	case t.DNS != "" && !egress.DNS && len(egress.CIDRs) == 0:
 		return t.DNS
 	}
 	return ""
+}
+
+// egressHolds reports whether an egress CIDR allows one of the endpoints,
+// on its port; a CIDR it cannot read counts as allowing it.
+func egressHolds(egress *skillsv1.Egress, endpoints []APIEndpoint) bool {
+	for _, e := range endpoints {
+		if len(egress.Ports) > 0 && !slices.Contains(egress.Ports, e.Port) {
+			continue
+		}
+		ip, err := netip.ParseAddr(e.IP)
+		if err != nil {
+			return true
+		}
+		for _, c := range egress.CIDRs {
+			prefix, err := netip.ParsePrefix(c)
+			if err != nil || prefix.Contains(ip) {
+				return true
+			}
+		}
+	}
+	return false
 }

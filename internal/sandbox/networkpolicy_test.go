@@ -203,9 +203,12 @@ func egressPolicy(egress *skillsv1.Egress) *skillsv1.CommandPolicy {
 }
 
 func TestFenceCheckPicksATargetTheFenceDenies(t *testing.T) {
-	all := FenceTargets{APIServer: "10.96.0.1:443", DNS: "10.96.0.10:53"}
+	all := FenceTargets{APIServer: "10.96.0.1:443", APIServerEndpoints: []APIEndpoint{{IP: "10.0.0.2", Port: 6443}}, DNS: "10.96.0.10:53"}
 	withSandbox := func(sb *skillsv1.Sandbox) *skillsv1.CommandPolicy {
 		return &skillsv1.CommandPolicy{Spec: skillsv1.CommandPolicySpec{Sandbox: sb}}
+	}
+	cidrs := func(ports []int32, cidrs ...string) *skillsv1.CommandPolicy {
+		return withSandbox(&skillsv1.Sandbox{Egress: &skillsv1.Egress{CIDRs: cidrs, Ports: ports}})
 	}
 	for _, tc := range []struct {
 		name    string
@@ -218,9 +221,13 @@ func TestFenceCheckPicksATargetTheFenceDenies(t *testing.T) {
 		{"DNS allowed: the API server", withSandbox(&skillsv1.Sandbox{Egress: &skillsv1.Egress{DNS: true}}), all, "10.96.0.1:443"},
 		{"an identity and DNS: none",
 			withSandbox(&skillsv1.Sandbox{ServiceAccountName: "reader", Egress: &skillsv1.Egress{DNS: true}}), all, ""},
-		{"CIDRs may hold any Service's pods: none",
-			withSandbox(&skillsv1.Sandbox{Egress: &skillsv1.Egress{CIDRs: []string{"192.0.2.0/24"}}}), all, ""},
+		{"CIDRs without the API server: the API server", cidrs(nil, "192.0.2.0/24"), all, "10.96.0.1:443"},
+		{"a CIDR holding the API server: none", cidrs(nil, "10.0.0.0/24"), all, ""},
+		{"a CIDR holding the API server on its port: none", cidrs([]int32{6443}, "0.0.0.0/0"), all, ""},
+		{"a CIDR holding the API server on another port: the API server", cidrs([]int32{8080}, "10.0.0.2/32"), all, "10.96.0.1:443"},
+		{"a CIDR it cannot read: none", cidrs(nil, "nonsense"), all, ""},
 		{"unknown API server: DNS", nil, FenceTargets{DNS: "10.96.0.10:53"}, "10.96.0.10:53"},
+		{"unknown API server, CIDRs: none", cidrs(nil, "192.0.2.0/24"), FenceTargets{DNS: "10.96.0.10:53"}, ""},
 		{"nothing known", nil, FenceTargets{}, ""},
 	} {
 		p := Params{Run: testRun(), Policy: tc.policy, RunnerImage: testRunnerImage, DefaultImage: testDefaultImage}
