@@ -476,7 +476,7 @@ func writeCommandSteps(w *bytes.Buffer, steps *commandSteps) {
 	for _, s := range steps.Chat {
 		name, _ := s[0].(string)
 		v, _ := s[1].(float64)
-		plainCells := "| |"
+		plainCells := "| | |"
 		if p, ok := plain[name]; ok {
 			plainCells = fmt.Sprintf("| %s | %s |", secs(p), secs(p-prevPlain))
 			prevPlain = p
