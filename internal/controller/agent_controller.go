@@ -197,35 +197,26 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) (tim
 			return 0, fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
 		}
 	}
-	wait, err := r.fenceSandboxes(ctx, a)
+	pol, err := r.agentPolicy(ctx, a)
 	if err != nil {
 		return 0, err
 	}
-	warnings, err := r.policyWarnings(ctx, a, cat)
+	wait, err := r.fenceSandboxes(ctx, a, pol)
 	if err != nil {
 		return 0, err
 	}
+	warnings := r.policyWarnings(a, cat, pol)
 	setAgentStatus(a, agentStatus{selection: sel, revision: revision, tokenSecret: token, deployment: current, warnings: warnings,
 		identity: agentIdentity(ctx, r.Client, a)})
 	return wait, nil
 }
 
-// fenceSandboxes makes the fences the agent's sandboxes need, the base
+// fenceSandboxes makes the fences the agent's sandboxes need under pol, the base
 // fence and the one of the egress its policy allows, so that its runs find
 // them made, and releases the fences its policy no longer uses. It returns
 // how long until it looks again for the end of the pods that keep one.
-func (r *AgentReconciler) fenceSandboxes(ctx context.Context, a *skillsv1.Agent) (time.Duration, error) {
-	var p sandbox.Params
-	if a.Spec.PolicyRef != nil {
-		pol := &skillsv1.CommandPolicy{}
-		err := r.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.PolicyRef.Name}, pol)
-		switch {
-		case err == nil:
-			p.Policy = pol
-		case !apierrors.IsNotFound(err):
-			return 0, fmt.Errorf("failed to get CommandPolicy %s/%s: %w", a.Namespace, a.Spec.PolicyRef.Name, err)
-		}
-	}
+func (r *AgentReconciler) fenceSandboxes(ctx context.Context, a *skillsv1.Agent, pol *skillsv1.CommandPolicy) (time.Duration, error) {
+	p := sandbox.Params{Policy: pol}
 	if policyServiceAccount(p.Policy) != "" {
 		var err error
 		if p.APIServer, err = apiServerEndpoints(ctx, r.APIReader); err != nil {
@@ -371,24 +362,37 @@ func (r *AgentReconciler) ensureToken(ctx context.Context, a *skillsv1.Agent) (s
 	return name, nil
 }
 
-// policyWarnings names the skills' allowed tools that the Agent's policy
-// never allows.
-func (r *AgentReconciler) policyWarnings(ctx context.Context, a *skillsv1.Agent, cat *catalog.Catalog) ([]string, error) {
+// policyWarnings names the skills' allowed tools that pol, the Agent's policy
+// (nil when it names one that does not exist), never allows.
+func (r *AgentReconciler) policyWarnings(a *skillsv1.Agent, cat *catalog.Catalog, pol *skillsv1.CommandPolicy) []string {
+	switch {
+	case a.Spec.PolicyRef == nil:
+		return nil
+	case pol == nil:
+		return []string{fmt.Sprintf("CommandPolicy %s not found: every command will be denied", a.Spec.PolicyRef.Name)}
+	}
+	m, err := r.Policies.Compile(pol)
+	if err != nil {
+		return []string{fmt.Sprintf("CommandPolicy %s is not in force: every command will be denied", pol.Name)}
+	}
+	return toolWarnings(cat.Skills, m, pol.Name)
+}
+
+// agentPolicy reads the CommandPolicy the Agent names from the cache; nil
+// when it names none or the policy does not exist.
+func (r *AgentReconciler) agentPolicy(ctx context.Context, a *skillsv1.Agent) (*skillsv1.CommandPolicy, error) {
 	if a.Spec.PolicyRef == nil {
 		return nil, nil
 	}
 	pol := &skillsv1.CommandPolicy{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.PolicyRef.Name}, pol); err != nil {
-		if apierrors.IsNotFound(err) {
-			return []string{fmt.Sprintf("CommandPolicy %s not found: every command will be denied", a.Spec.PolicyRef.Name)}, nil
-		}
+	err := r.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Spec.PolicyRef.Name}, pol)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
 		return nil, fmt.Errorf("failed to get CommandPolicy %s/%s: %w", a.Namespace, a.Spec.PolicyRef.Name, err)
 	}
-	m, err := r.Policies.Compile(pol)
-	if err != nil {
-		return []string{fmt.Sprintf("CommandPolicy %s is not in force: every command will be denied", pol.Name)}, nil
-	}
-	return toolWarnings(cat.Skills, m, pol.Name), nil
+	return pol, nil
 }
 
 // agentsForSkill maps a Skill to the Agents that name it, had it in their
