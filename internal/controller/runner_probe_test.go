@@ -49,6 +49,18 @@ func probeJob(t *testing.T, ns string) *batchv1.Job {
 	return &job
 }
 
+// endProbe ends the probe's Job as the kubelet and the Job controller
+// would once its command reported res (nil: its pod ended without running
+// it), and waits for the probe to decide.
+func endProbe(t *testing.T, ns string, job *batchv1.Job, res *runner.Result, done <-chan struct{}) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(operator.EndPod(ctx, k8s, ns, job.Name, res)).To(Succeed())
+	g.Expect(operatortest.EndJob(ctx, k8s, ns, job.Name, res, false)).To(Succeed())
+	g.Eventually(done, timeout).Should(BeClosed())
+}
+
 // TestRunnerProbeMountsTheRunnerWhereTheClusterRunsIt: the probe runs a
 // sandbox Job whose runner is an image volume of the operator image; when
 // its command printed what it should, sandboxes mount the runner from
@@ -67,9 +79,7 @@ func TestRunnerProbeMountsTheRunnerWhereTheClusterRunsIt(t *testing.T) {
 	g.Expect(probe.FromImage()).To(BeFalse(), "sandboxes mount the runner before the probe has run it")
 
 	// The kubelet ran the command from the image volume.
-	g.Expect(operator.EndPod(ctx, k8s, ns, job.Name, &runner.Result{Stdout: "kubeskills runner probe\n"})).To(Succeed())
-	g.Expect(operatortest.EndJob(ctx, k8s, ns, job.Name, &runner.Result{}, false)).To(Succeed())
-	g.Eventually(done, timeout).Should(BeClosed())
+	endProbe(t, ns, job, &runner.Result{Stdout: "kubeskills runner probe\n"}, done)
 	g.Expect(probe.FromImage()).To(BeTrue())
 	g.Eventually(func(g Gomega) {
 		var list batchv1.JobList
@@ -86,13 +96,10 @@ func TestRunnerProbeMountsTheRunnerWhereTheClusterRunsIt(t *testing.T) {
 // sandboxes copying the runner.
 func TestRunnerProbeKeepsTheCopyWhereTheClusterCannot(t *testing.T) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	ns := namespace(t)
 	probe, done := startProbe(t, ns, controller.RunnerVolumeAuto)
 	job := probeJob(t, ns)
-	g.Expect(operator.EndPod(ctx, k8s, ns, job.Name, nil)).To(Succeed())
-	g.Expect(operatortest.EndJob(ctx, k8s, ns, job.Name, nil, false)).To(Succeed())
-	g.Eventually(done, timeout).Should(BeClosed())
+	endProbe(t, ns, job, nil, done)
 	g.Expect(probe.FromImage()).To(BeFalse())
 }
 
