@@ -84,7 +84,7 @@ type CommandRunReconciler struct {
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,resourceNames=kubernetes,verbs=get
 
 // SetupWithManager registers the reconciler, its indexes, and watches on
-// the runs' Jobs and on the policies and skills that waiting runs were
+// the runs' Jobs, on their pods' ends, and on the policies and skills that waiting runs were
 // judged on.
 func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &skillsv1.CommandRun{}, IndexRunAgent, func(o client.Object) []string {
@@ -98,7 +98,7 @@ func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&skillsv1.CommandRun{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{})
-	return r.watchPins(b).
+	return watchPods(r.watchPins(b)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }

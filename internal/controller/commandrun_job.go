@@ -21,7 +21,8 @@ import (
 )
 
 // How long a run waits for the pod of its finished Job to show its final
-// state, and how often it looks. Pods are not watched: the run polls.
+// state, and how often it looks: a pod's end is watched, but a Job that
+// ended first has the run look again until its pod's end is seen.
 const (
 	resultWait = 2 * time.Minute
 	resultPoll = time.Second
@@ -62,11 +63,18 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 		run.Status.StartTime = job.CreationTimestamp.DeepCopy()
 	}
 	finished, deadlineExceeded := jobFinished(job)
-	if !finished {
+	var res *runner.Result
+	switch {
+	case finished:
+		res, err = r.Results.Read(ctx, job)
+	case !jobEnding(job):
+		// The result is known once the pod ends; the Job's end follows.
+		res, err = r.Results.Ended(ctx, job)
+	}
+	if res == nil && err == nil {
 		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
 		return true, 0, nil
 	}
-	res, err := r.Results.Read(ctx, job)
 	if errors.Is(err, ErrResultPending) {
 		// The Job's end can be seen before its pod's: the result is not
 		// there yet. Wait for it, but not forever.
@@ -90,6 +98,18 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 	phase, msg := finishedPhase(res, deadlineExceeded)
 	endRun(run, phase, msg, r.now())
 	return true, 0, nil
+}
+
+// jobEnding tells whether the Job controller has decided that a Job fails
+// (its deadline passed, say) and is stopping its pods: the pod that ends
+// then was stopped, and the Job's end says why.
+func jobEnding(job *batchv1.Job) bool {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailureTarget && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // jobFinishedAt is when the Job ended: when its Complete or Failed
@@ -213,7 +233,7 @@ func (r *CommandRunReconciler) podsRun(ctx context.Context, run *skillsv1.Comman
 		if ref == nil || ref.Kind != "Job" || ref.Name != run.Status.JobName {
 			continue
 		}
-		if phase := pod.Status.Phase; phase != corev1.PodSucceeded && phase != corev1.PodFailed {
+		if !podEnded(pod) {
 			return true, nil
 		}
 	}

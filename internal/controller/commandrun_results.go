@@ -23,6 +23,12 @@ type ResultReader interface {
 	// that has not shown its final state yet gives ErrResultPending; other
 	// errors are transient and retried.
 	Read(ctx context.Context, job *batchv1.Job) (*runner.Result, error)
+	// Ended returns the result of a Job that has not finished yet but
+	// whose pod has: it ended on its own, not deleted, with the runner's
+	// report. nil when there is none yet. The Job controller marks the Job
+	// finished up to a second after its pod ended (it batches pod
+	// updates); the command's result need not wait for that.
+	Ended(ctx context.Context, job *batchv1.Job) (*runner.Result, error)
 }
 
 // ErrResultPending says that a finished Job's pod does not show its final
@@ -85,11 +91,33 @@ func (p *PodResultReader) Read(ctx context.Context, job *batchv1.Job) (*runner.R
 		return &runner.Result{ExitCode: -1, Error: "the sandbox pod was deleted before its result was read"}, nil
 	}
 	for i := range pods {
-		if phase := pods[i].Status.Phase; phase == corev1.PodSucceeded || phase == corev1.PodFailed {
+		if podEnded(&pods[i]) {
 			return &runner.Result{ExitCode: -1, Error: neverRan(&pods[i])}, nil
 		}
 	}
 	return nil, ErrResultPending
+}
+
+// Ended implements ResultReader, from the cache only: it is asked when a
+// pod's end was seen there.
+func (p *PodResultReader) Ended(ctx context.Context, job *batchv1.Job) (*runner.Result, error) {
+	pods, err := jobPods(ctx, p.Pods, job)
+	if err != nil {
+		return nil, err
+	}
+	ended := pods[:0]
+	for _, pod := range pods {
+		if podEnded(&pod) && pod.DeletionTimestamp.IsZero() {
+			ended = append(ended, pod)
+		}
+	}
+	res, _, err := p.fromPods(ctx, ended)
+	return res, err
+}
+
+// podEnded tells whether a pod is in a final phase.
+func podEnded(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 // jobPods lists the pods the Job controls.

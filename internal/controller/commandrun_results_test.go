@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -188,4 +189,76 @@ func TestJobWithZeroTTLStillReportsItsResult(t *testing.T) {
 	run := &skillsv1.CommandRun{}
 	g.Expect(k8s.Get(ctx, keyOf(ns, "zero-ttl"), run)).To(Succeed())
 	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
+}
+
+// TestResultArrivesWhenThePodEnds: a command's result is recorded as soon
+// as its pod ends, without waiting for the Job controller to mark the Job
+// finished (it batches pod updates, up to a second); the Job's end, when it
+// comes, changes nothing but lets the Job be retired.
+func TestResultArrivesWhenThePodEnds(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, func(p *skillsv1.CommandPolicy) {
+		p.Spec.Sandbox = &skillsv1.Sandbox{TTLSecondsAfterFinished: ptr.To[int32](0)}
+	})
+	for _, res := range []*runner.Result{{Stdout: "hi\n"}, {ExitCode: 3, Stderr: "no\n"}} {
+		name := fmt.Sprintf("pod-ends-%d", res.ExitCode)
+		g.Expect(k8s.Create(ctx, newRun(ns, name, "echo hi"))).To(Succeed())
+		waitPhase(t, ns, name, skillsv1.PhaseRunning)
+		g.Expect(operator.EndPod(ctx, k8s, ns, name, res)).To(Succeed())
+
+		want := skillsv1.PhaseSucceeded
+		if res.ExitCode != 0 {
+			want = skillsv1.PhaseFailed
+		}
+		done := waitPhase(t, ns, name, want)
+		g.Expect(done.Status.Result.Stdout).To(Equal(res.Stdout))
+		g.Expect(done.Status.Result.Stderr).To(Equal(res.Stderr))
+		g.Expect(done.Status.Result.ExitCode).To(Equal(ptr.To(int32(res.ExitCode))))
+		job := &batchv1.Job{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, name), job)).To(Succeed())
+		g.Expect(job.Status.Conditions).To(BeEmpty(), "the stand-in Job controller has not marked the Job yet")
+
+		g.Expect(operatortest.EndJob(ctx, k8s, ns, name, res, false)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			err := k8s.Get(ctx, keyOf(ns, name), &batchv1.Job{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the finished Job is not retired: %v", err)
+		}, timeout, interval).Should(Succeed())
+		run := &skillsv1.CommandRun{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, name), run)).To(Succeed())
+		g.Expect(run.Status.Phase).To(Equal(want))
+		g.Expect(run.Status.Result).To(Equal(done.Status.Result))
+	}
+}
+
+// TestPodStoppedByAFailingJobWaitsForTheJob: once the Job controller has
+// decided the Job fails (its deadline passed) and stops the pod, the
+// pod's end is not the command's: the run follows the Job, and says the
+// command timed out.
+func TestPodStoppedByAFailingJobWaitsForTheJob(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, nil)
+	g.Expect(k8s.Create(ctx, newRun(ns, "deadline", "echo slow"))).To(Succeed())
+	waitPhase(t, ns, "deadline", skillsv1.PhaseRunning)
+	g.Expect(operator.StartPod(ctx, k8s, ns, "deadline")).To(Succeed())
+	job := &batchv1.Job{}
+	g.Expect(k8s.Get(ctx, keyOf(ns, "deadline"), job)).To(Succeed())
+	now := metav1.Now()
+	job.Status.StartTime = &now
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue,
+		Reason: batchv1.JobReasonDeadlineExceeded, LastTransitionTime: now}}
+	g.Expect(k8s.Status().Update(ctx, job)).To(Succeed())
+
+	stopped := &runner.Result{ExitCode: 143, Error: "stopped by SIGTERM"}
+	g.Expect(operator.EndPod(ctx, k8s, ns, "deadline", stopped)).To(Succeed())
+	g.Consistently(func(g Gomega) {
+		run := &skillsv1.CommandRun{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, "deadline"), run)).To(Succeed())
+		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseRunning))
+	}, 2*time.Second, interval).Should(Succeed())
+
+	g.Expect(operatortest.EndJob(ctx, k8s, ns, "deadline", stopped, true)).To(Succeed())
+	done := waitPhase(t, ns, "deadline", skillsv1.PhaseTimedOut)
+	g.Expect(done.Status.Result.Stderr).To(BeEmpty())
 }

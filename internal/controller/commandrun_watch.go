@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
 // indexRunPins indexes the CommandRuns that wait with a decision and no
@@ -48,6 +51,30 @@ func (r *CommandRunReconciler) watchPins(b *builder.Builder) *builder.Builder {
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&skillsv1.Skill{}, handler.EnqueueRequestsFromMapFunc(r.runsPinnedTo("Skill")),
 			builder.WithPredicates(servedChanged))
+}
+
+// watchPods has a run reconciled when its sandbox pod ends: its result is
+// there, and the Job controller marks the Job finished only up to a second
+// later.
+func watchPods(b *builder.Builder) *builder.Builder {
+	endedNow := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			before, ok1 := e.ObjectOld.(*corev1.Pod)
+			after, ok2 := e.ObjectNew.(*corev1.Pod)
+			return ok1 && ok2 && !podEnded(before) && podEnded(after)
+		},
+	}
+	runOf := func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[sandbox.LabelCommandRun]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	}
+	return b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(runOf), builder.WithPredicates(endedNow))
 }
 
 // runsPinnedTo maps an object of a kind to the waiting runs pinned to it.

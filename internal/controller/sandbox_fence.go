@@ -148,7 +148,7 @@ func fencedPodsRun(ctx context.Context, c client.Client, namespace, agent, hash 
 		return false, fmt.Errorf("failed to list the sandbox pods of Agent %s/%s: %w", namespace, agent, err)
 	}
 	for i := range pods.Items {
-		if phase := pods.Items[i].Status.Phase; phase != corev1.PodSucceeded && phase != corev1.PodFailed {
+		if !podEnded(&pods.Items[i]) {
 			return true, nil
 		}
 	}

@@ -142,7 +142,9 @@ func EndJobAt(ctx context.Context, c client.Client, ns, name string, res *runner
 		return err
 	}
 	now := metav1.NewTime(at)
-	job.Status.StartTime = &now
+	if job.Status.StartTime == nil {
+		job.Status.StartTime = &now
+	}
 	if res != nil && res.ExitCode == 0 && !deadlineExceeded {
 		job.Status.Succeeded, job.Status.CompletionTime = 1, &now
 		job.Status.Conditions = []batchv1.JobCondition{
