@@ -28,6 +28,10 @@ import (
 	"github.com/kubeskills/kubeskills/internal/policy"
 )
 
+// staleRetry is how soon a pass whose status write found the run changed
+// since it was read is tried again.
+const staleRetry = 100 * time.Millisecond
+
 // IndexRunAgent indexes CommandRuns by spec.agent, for history collection.
 const IndexRunAgent = "spec.agent"
 
@@ -119,17 +123,24 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	// written is the run as last written: a decision is written before its
 	// Job is created, in the course of the pass.
 	written := before.DeepCopy()
-	result, err := r.reconcile(ctx, run, written)
-	if err != nil && run.Status.Phase == "" {
+	result, passErr := r.reconcile(ctx, run, written)
+	if passErr != nil && run.Status.Phase == "" {
 		// Not judged yet: say so, rather than leave a run without conditions.
-		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", err))
+		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", passErr))
 	}
-	r.recordTransition(before, run)
 	if !before.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
 		// Come back once the status is written, to prune the history.
 		result = ctrl.Result{RequeueAfter: time.Second}
 	}
-	return result, errors.Join(err, patchStatus(ctx, r.Client, written, run, written.Status, run.Status))
+	if err := patchStatusLocked(ctx, r.Client, written, run, written.Status, run.Status); apierrors.IsConflict(err) {
+		// The pass read the run before a change the cache did not show
+		// yet, such as its result: the next pass reads it anew.
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	} else if err != nil {
+		return result, errors.Join(passErr, err)
+	}
+	r.recordTransition(before, run)
+	return result, passErr
 }
 
 // reconcile is the ordered list of steps:
@@ -208,10 +219,11 @@ func (r *CommandRunReconciler) recordDecision(ctx context.Context, written, run 
 		return nil
 	}
 	setRunPhase(run, skillsv1.PhasePending, "The decision is recorded; creating the command's Job")
-	if err := patchStatus(ctx, r.Client, written, run, written.Status, run.Status); err != nil {
+	if err := patchStatusLocked(ctx, r.Client, written, run, written.Status, run.Status); err != nil {
 		return fmt.Errorf("failed to record the decision before creating the Job: %w", err)
 	}
 	written.Status = *run.Status.DeepCopy()
+	written.ResourceVersion = run.ResourceVersion
 	return nil
 }
 
