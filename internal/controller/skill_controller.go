@@ -98,7 +98,12 @@ func (r *SkillReconciler) notOwnWrite() predicate.Funcs {
 // Reconcile judges a Skill and serves it; status is written once, at the end.
 func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &skillsv1.Skill{}
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+	err := r.Get(ctx, req.NamespacedName, obj)
+	if err == nil && contentLeftOut(obj) {
+		// The cache holds a served Skill without its content.
+		err = r.APIReader.Get(ctx, req.NamespacedName, obj)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.served.forgetMatching(req.Namespace, func(name string) bool {
 				return name == shardName(req.Name, 0) || strings.HasPrefix(name, shardName(req.Name, 0)+"--")
@@ -107,12 +112,33 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := obj.DeepCopy()
-	err := r.reconcile(ctx, obj)
-	if err != nil {
+	if err = r.reconcile(ctx, obj); err != nil {
 		setSkillProgressing(obj, err)
 	}
 	r.recordTransitions(before, obj)
 	return ctrl.Result{}, errors.Join(err, patchStatus(ctx, r.Client, before, obj, before.Status, obj.Status))
+}
+
+// SlimServedSkill is the cache's transform of Skills. A Skill whose
+// generation is served is cached without its content (instructions, files
+// and front matter), which is most of the memory of thousands of Skills;
+// a Skill still to be judged is cached whole. Its managedFields are never
+// kept. Only the Skill and Skill-source reconcilers read the content, and
+// they read a Skill the cache holds without it from the API server.
+func SlimServedSkill(in any) (any, error) {
+	if s, ok := in.(*skillsv1.Skill); ok {
+		s.ManagedFields = nil
+		if contentLeftOut(s) {
+			s.Spec.Instructions, s.Spec.FrontMatter, s.Spec.Files = "", "", nil
+		}
+	}
+	return in, nil
+}
+
+// contentLeftOut tells whether SlimServedSkill leaves a Skill's content
+// out of the cache: when its generation is served.
+func contentLeftOut(s *skillsv1.Skill) bool {
+	return s.Generation > 0 && s.Status.ServedGeneration == s.Generation
 }
 
 // reconcile serves the Skill's generation when it is valid (Ready) or

@@ -24,7 +24,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
-	"github.com/kubeskills/kubeskills/internal/skill"
 	"github.com/kubeskills/kubeskills/internal/skillapi"
 )
 
@@ -141,6 +140,12 @@ func (r *SkillSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		convErr = fmt.Errorf("the API server refuses the Skill: %w", err)
 	}
 	// No valid Skill: keep the last spec, and say why on both objects.
+	if current != nil && contentLeftOut(current) {
+		// The cache holds it without its content.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, current); err != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to get Skill %s: %w", req.NamespacedName, err)
+		}
+	}
 	msg := clip(fmt.Sprintf("ConfigMap %s: %v", cm.Name, convErr), maxSourceErrorBytes)
 	if current == nil || current.Annotations[skillsv1.AnnotationSourceError] != msg {
 		r.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, InvalidSourceReason, "Convert", "%s", eventNote(msg))
@@ -211,12 +216,12 @@ func foreignSpecFields(entries []metav1.ManagedFieldsEntry) bool {
 }
 
 // recordApplied emits an Event on the ConfigMap when its Skill was created
-// or its content changed.
+// or its content changed: a new generation, since the spec is the content.
 func (r *SkillSourceReconciler) recordApplied(cm *corev1.ConfigMap, current, applied *skillsv1.Skill) {
 	switch {
 	case current == nil:
 		r.Recorder.Eventf(cm, nil, corev1.EventTypeNormal, SkillAppliedReason, "Convert", "Created Skill %s", applied.Name)
-	case current.Annotations[skillsv1.AnnotationSourceError] != "" || !sameContent(current, applied):
+	case current.Annotations[skillsv1.AnnotationSourceError] != "" || current.Generation != applied.Generation:
 		r.Recorder.Eventf(cm, nil, corev1.EventTypeNormal, SkillAppliedReason, "Convert", "Updated Skill %s", applied.Name)
 	}
 }
@@ -265,11 +270,4 @@ func sourceErrorSkill(cm *corev1.ConfigMap, current *skillsv1.Skill, msg string)
 		s.Spec = *current.Spec.DeepCopy()
 	}
 	return s
-}
-
-// sameContent tells whether two Skills serve the same SKILL.md and files.
-func sameContent(a, b *skillsv1.Skill) bool {
-	sa, pa := skillapi.FromObject(a)
-	sb, pb := skillapi.FromObject(b)
-	return len(pa) == 0 && len(pb) == 0 && skill.Hash(sa) == skill.Hash(sb)
 }

@@ -92,6 +92,17 @@ func TestCacheHoldsOnlyTheOperatorsObjects(t *testing.T) {
 		g.Expect(agent.Status.SkillCount).To(BeEquivalentTo(1))
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
+	// A served Skill is cached without its content; its metadata, spec
+	// fields and status are there for the reconcilers that read them.
+	g.Eventually(func(g Gomega) {
+		cached := &skillsv1.Skill{}
+		g.Expect(mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(skill), cached)).To(Succeed())
+		g.Expect(cached.Status.ServedGeneration).To(Equal(skill.Generation))
+		g.Expect(cached.Spec.Description).To(Equal(skill.Spec.Description))
+		g.Expect(cached.Spec.Instructions).To(BeEmpty())
+		g.Expect(cached.ManagedFields).To(BeEmpty())
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+
 	// The operator's ConfigMaps are all the cache holds of ConfigMaps.
 	ours := []string{"agent-helper-catalog", "skill-triage"}
 	g.Eventually(func(g Gomega) {
@@ -109,7 +120,8 @@ func TestCacheHoldsOnlyTheOperatorsObjects(t *testing.T) {
 		again := &corev1.ConfigMap{}
 		g.Expect(c.Get(ctx, key, again)).To(Succeed())
 		g.Expect(again.UID).NotTo(Equal(shard.UID))
-		g.Expect(again.Data).To(HaveKey("SKILL.md"))
+		g.Expect(again.Data).To(HaveKeyWithValue("SKILL.md", ContainSubstring("Look at the events first.")),
+			"the shard is put back with the content the cache does not hold")
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 	g.Expect(c.Get(ctx, key, shard)).To(Succeed())
 	shard.Labels = map[string]string{"team": "a"}
@@ -118,6 +130,19 @@ func TestCacheHoldsOnlyTheOperatorsObjects(t *testing.T) {
 		g.Expect(c.Get(ctx, key, shard)).To(Succeed())
 		g.Expect(shard.Labels).To(HaveKeyWithValue(labelManagedBy, managedBy))
 		g.Expect(shard.Labels).To(HaveKeyWithValue(skillsv1.LabelSkill, "triage"))
+	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+
+	// A new generation is served from its content, then left out in turn.
+	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(skill), skill)).To(Succeed())
+	skill.Spec.Instructions = "# Triage\n\nRead the logs next.\n"
+	g.Expect(c.Update(ctx, skill)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, key, shard)).To(Succeed())
+		g.Expect(shard.Data).To(HaveKeyWithValue("SKILL.md", ContainSubstring("Read the logs next.")))
+		cached := &skillsv1.Skill{}
+		g.Expect(mgr.GetCache().Get(ctx, client.ObjectKeyFromObject(skill), cached)).To(Succeed())
+		g.Expect(cached.Status.ServedGeneration).To(Equal(skill.Generation))
+		g.Expect(cached.Spec.Instructions).To(BeEmpty())
 	}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
 
 	// Of every other kind, the cache holds only the operator's objects, or

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 	"github.com/kubeskills/kubeskills/internal/skill"
@@ -157,9 +158,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	return mgr, nil
 }
 
-// cacheScopes limits what the manager's cache holds of the built-in kinds
-// to the objects the operator makes, by label, so that its memory follows
-// its own objects and not the cluster's:
+// cacheScopes limits what the manager's cache holds. Skills are cached
+// without the content of their served generation (SlimServedSkill). Of
+// the built-in kinds it holds the objects the operator makes, by label, so
+// that its memory follows its own objects and not the cluster's:
 //   - the Jobs and pods of sandboxes: kubeskills.io/commandrun;
 //   - the Deployments of agents: kubeskills.io/agent, without their pod
 //     template (slimDeployment);
@@ -185,6 +187,7 @@ func cacheScopes() (map[client.Object]cache.ByObject, error) {
 	}
 	owned := labels.SelectorFromSet(labels.Set{sandbox.LabelManagedBy: sandbox.ManagedBy})
 	return map[client.Object]cache.ByObject{
+		&skillsv1.Skill{}:             {Transform: controller.SlimServedSkill},
 		&batchv1.Job{}:                {Label: sandboxes},
 		&corev1.Pod{}:                 {Label: sandboxes},
 		&appsv1.Deployment{}:          {Label: agents, Transform: slimDeployment},
