@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -188,13 +189,20 @@ func (r *CommandRunReconciler) fenceTargets(ctx context.Context) (sandbox.FenceT
 	cached := r.clusterTargets.Load()
 	if cached == nil || r.now().Sub(cached.at) > clusterTargetsTTL {
 		t := sandbox.FenceTargets{}
-		var err error
-		if t.APIServer, err = serviceAddress(ctx, r.APIReader, sandbox.KubernetesServiceNamespace, sandbox.KubernetesServiceName, "https"); err != nil {
+		api, err := clusterService(ctx, r.APIReader, sandbox.KubernetesServiceNamespace, sandbox.KubernetesServiceName)
+		if err != nil {
 			return t, err
 		}
-		if t.DNS, err = serviceAddress(ctx, r.APIReader, sandbox.DNSNamespace, "kube-dns", "dns-tcp"); err != nil {
+		t.APIServer = serviceAddress(api, func(p corev1.ServicePort) bool { return p.Name == "https" })
+		dns, err := clusterService(ctx, r.APIReader, sandbox.DNSNamespace, "kube-dns")
+		if err != nil {
 			return t, err
 		}
+		t.DNS = serviceAddress(dns, func(p corev1.ServicePort) bool { return p.Port == sandbox.DNSPort })
+		t.DNSOther = serviceAddress(dns, func(p corev1.ServicePort) bool {
+			// A port named on the pods may be DNS's own.
+			return p.Port != sandbox.DNSPort && p.TargetPort.Type == intstr.Int && p.TargetPort.IntVal != sandbox.DNSPort
+		})
 		if t.APIServerEndpoints, err = apiServerEndpoints(ctx, r.APIReader); err != nil {
 			return t, err
 		}
@@ -204,27 +212,33 @@ func (r *CommandRunReconciler) fenceTargets(ctx context.Context) (sandbox.FenceT
 	return cached.targets, nil
 }
 
-// serviceAddress is the cluster address of Service ns/name on its TCP port
-// of that name (its first port when none has the name), as
-// "host:port"; "" when there is no such Service or it has no address.
-func serviceAddress(ctx context.Context, r client.Reader, ns, name, port string) (string, error) {
+// clusterService reads Service ns/name; nil when there is none, or it has
+// no cluster address.
+func clusterService(ctx context.Context, r client.Reader, ns, name string) (*corev1.Service, error) {
 	svc := &corev1.Service{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, svc)
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", nil
+		return nil, nil
 	case err != nil:
-		return "", fmt.Errorf("failed to get Service %s/%s: %w", ns, name, err)
+		return nil, fmt.Errorf("failed to get Service %s/%s: %w", ns, name, err)
 	}
-	ip := svc.Spec.ClusterIP
-	if ip == "" || ip == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
-		return "", nil
+	if ip := svc.Spec.ClusterIP; ip == "" || ip == corev1.ClusterIPNone {
+		return nil, nil
 	}
-	number := svc.Spec.Ports[0].Port
+	return svc, nil
+}
+
+// serviceAddress is the cluster address of svc on its first TCP port that
+// match accepts, as "host:port"; "" when it has none, or svc is nil.
+func serviceAddress(svc *corev1.Service, match func(corev1.ServicePort) bool) string {
+	if svc == nil {
+		return ""
+	}
 	for _, p := range svc.Spec.Ports {
-		if p.Name == port && p.Protocol == corev1.ProtocolTCP {
-			number = p.Port
+		if p.Protocol == corev1.ProtocolTCP && match(p) {
+			return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(p.Port)))
 		}
 	}
-	return net.JoinHostPort(ip, strconv.Itoa(int(number))), nil
+	return ""
 }

@@ -220,8 +220,10 @@ type FenceTargets struct {
 	// APIServerEndpoints the addresses a node translates it to.
 	APIServer          string
 	APIServerEndpoints []APIEndpoint
-	// DNS is the cluster DNS Service, on TCP port 53.
-	DNS string
+	// DNS is the cluster DNS Service, on TCP port 53, and DNSOther the
+	// same Service on a TCP port of its pods that is not DNS's (CoreDNS
+	// serves metrics on 9153).
+	DNS, DNSOther string
 }
 
 // FenceCheck returns the target the fence of p's sandbox surely denies,
@@ -230,8 +232,9 @@ type FenceTargets struct {
 // judges the connection, so a target is sure only when no rule of the
 // fence allows where it leads: the API server unless the sandbox has an
 // identity or an egress CIDR holds one of its addresses on its port, else
-// the cluster DNS when egress allows neither DNS nor any CIDR (its pods'
-// addresses are not known here).
+// the cluster DNS when egress allows no CIDR (its pods' addresses are not
+// known here): its DNS port when egress does not allow DNS, another of its
+// ports when it does, since DNS is allowed on port 53 only.
 func FenceCheck(p Params, t FenceTargets) string {
 	egress := sandboxOf(p.Policy).Egress
 	if egress == nil {
@@ -242,6 +245,8 @@ func FenceCheck(p Params, t FenceTargets) string {
 		return t.APIServer
 	case t.DNS != "" && !egress.DNS && len(egress.CIDRs) == 0:
 		return t.DNS
+	case t.DNSOther != "" && len(egress.CIDRs) == 0:
+		return t.DNSOther
 	}
 	return ""
 }

@@ -204,6 +204,8 @@ func egressPolicy(egress *skillsv1.Egress) *skillsv1.CommandPolicy {
 
 func TestFenceCheckPicksATargetTheFenceDenies(t *testing.T) {
 	all := FenceTargets{APIServer: "10.96.0.1:443", APIServerEndpoints: []APIEndpoint{{IP: "10.0.0.2", Port: 6443}}, DNS: "10.96.0.10:53"}
+	withOther := all
+	withOther.DNSOther = "10.96.0.10:9153"
 	withSandbox := func(sb *skillsv1.Sandbox) *skillsv1.CommandPolicy {
 		return &skillsv1.CommandPolicy{Spec: skillsv1.CommandPolicySpec{Sandbox: sb}}
 	}
@@ -219,8 +221,14 @@ func TestFenceCheckPicksATargetTheFenceDenies(t *testing.T) {
 		{"no egress: the API server", nil, all, "10.96.0.1:443"},
 		{"an identity reaches the API server: DNS", withSandbox(&skillsv1.Sandbox{ServiceAccountName: "reader"}), all, "10.96.0.10:53"},
 		{"DNS allowed: the API server", withSandbox(&skillsv1.Sandbox{Egress: &skillsv1.Egress{DNS: true}}), all, "10.96.0.1:443"},
-		{"an identity and DNS: none",
+		{"an identity and DNS, and DNS has no other port: none",
 			withSandbox(&skillsv1.Sandbox{ServiceAccountName: "reader", Egress: &skillsv1.Egress{DNS: true}}), all, ""},
+		{"an identity and DNS: DNS's other port",
+			withSandbox(&skillsv1.Sandbox{ServiceAccountName: "reader", Egress: &skillsv1.Egress{DNS: true}}), withOther, "10.96.0.10:9153"},
+		{"an identity: DNS's DNS port",
+			withSandbox(&skillsv1.Sandbox{ServiceAccountName: "reader"}), withOther, "10.96.0.10:53"},
+		{"an identity, DNS and CIDRs: none",
+			withSandbox(&skillsv1.Sandbox{ServiceAccountName: "reader", Egress: &skillsv1.Egress{DNS: true, CIDRs: []string{"192.0.2.0/24"}}}), withOther, ""},
 		{"CIDRs without the API server: the API server", cidrs(nil, "192.0.2.0/24"), all, "10.96.0.1:443"},
 		{"a CIDR holding the API server: none", cidrs(nil, "10.0.0.0/24"), all, ""},
 		{"a CIDR holding the API server on its port: none", cidrs([]int32{6443}, "0.0.0.0/0"), all, ""},

@@ -82,6 +82,13 @@ func commandsOperateTheCluster(t *testing.T, s *state) {
 	var run skillsv1.CommandRun
 	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: res.Run}, &run)).To(Succeed())
 	g.Expect(run.Status.ServiceAccountName).To(Equal(viewer))
+	// Its fence allows the API server and DNS: the runner awaited it on
+	// the DNS Service's metrics port, which the fence denies.
+	var dns corev1.Service
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "kube-dns"}, &dns)).To(Succeed())
+	var job batchv1.Job
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: res.Run}, &job)).To(Succeed())
+	g.Expect(job.Spec.Template.Spec.Containers[0].Command).To(ContainElement("--await-fence=" + dns.Spec.ClusterIP + ":9153"))
 
 	res = kube.run(t, "kubectl get secrets")
 	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseFailed)), res.Message)
