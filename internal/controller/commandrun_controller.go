@@ -11,7 +11,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,10 +119,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 	before := run.DeepCopy()
-	// written is the run as last written: a decision is written before its
-	// Job is created, in the course of the pass.
-	written := before.DeepCopy()
-	result, passErr := r.reconcile(ctx, run, written)
+	result, passErr := r.reconcile(ctx, run)
 	if passErr != nil && run.Status.Phase == "" {
 		// Not judged yet: say so, rather than leave a run without conditions.
 		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", passErr))
@@ -132,7 +128,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		// Come back once the status is written, to prune the history.
 		result = ctrl.Result{RequeueAfter: time.Second}
 	}
-	if err := patchStatusLocked(ctx, r.Client, written, run, written.Status, run.Status); apierrors.IsConflict(err) {
+	if err := patchStatusLocked(ctx, r.Client, before, run, before.Status, run.Status); apierrors.IsConflict(err) {
 		// The pass read the run before a change the cache did not show
 		// yet, such as its result: the next pass reads it anew.
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
@@ -153,11 +149,12 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 //     again when the content changed since (Never ends the run: Denied);
 //  4. Ask waits for an approval of the decision in force until the policy's
 //     approval timeout (AwaitingApproval, then Denied or Expired);
-//  5. Always or approved: the decision is written, then the sandbox Job is
-//     created from the content it was taken on (Running). A Job never
-//     runs under a decision that is not recorded, and a pass that finds
-//     the Job follows it (step 2) under the decision recorded.
-func (r *CommandRunReconciler) reconcile(ctx context.Context, run, written *skillsv1.CommandRun) (ctrl.Result, error) {
+//  5. Always or approved: the sandbox Job is created from the content the
+//     decision was taken on, and records the decision in the same write
+//     (Running). A Job never runs under a decision that is not recorded:
+//     a pass that finds the Job follows it (step 2) under the decision it
+//     records, even when the status that said so was never written.
+func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
 	// A change to an ended run (an approval that came too late) is observed,
 	// though it changes nothing else: kstatus reads observedGeneration.
 	run.Status.ObservedGeneration = run.Generation
@@ -203,28 +200,7 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run, written *skil
 			return ctrl.Result{}, nil
 		}
 	}
-	if err := r.recordDecision(ctx, written, run); err != nil {
-		return ctrl.Result{}, err
-	}
 	return ctrl.Result{}, r.startJob(ctx, run, pol, skl)
-}
-
-// recordDecision writes the run's status when its decision is not the one
-// written yet, before the Job that runs under it is created: a status
-// write lost after the Job started must not leave a running command whose
-// decision a later pass takes anew, on the policy as it is then. written
-// becomes what was written.
-func (r *CommandRunReconciler) recordDecision(ctx context.Context, written, run *skillsv1.CommandRun) error {
-	if equality.Semantic.DeepEqual(written.Status.Decision, run.Status.Decision) {
-		return nil
-	}
-	setRunPhase(run, skillsv1.PhasePending, "The decision is recorded; creating the command's Job")
-	if err := patchStatusLocked(ctx, r.Client, written, run, written.Status, run.Status); err != nil {
-		return fmt.Errorf("failed to record the decision before creating the Job: %w", err)
-	}
-	written.Status = *run.Status.DeepCopy()
-	written.ResourceVersion = run.ResourceVersion
-	return nil
 }
 
 // decide judges the command against the policy, narrowed by the skill's

@@ -119,6 +119,9 @@ func TestAllowedCommandRunsAndReportsItsResult(t *testing.T) {
 	g.Expect(js).To(HaveLen(1))
 	job := js[0]
 	g.Expect(metav1.IsControlledBy(&job, got)).To(BeTrue())
+	recorded, ok := sandbox.DecisionOf(&job)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(recorded).To(Equal(d), "the Job records the decision it runs under")
 	spec := job.Spec.Template.Spec
 	g.Expect(job.Spec.BackoffLimit).To(Equal(ptr.To[int32](0)))
 	g.Expect(spec.AutomountServiceAccountToken).To(Equal(ptr.To(false)))

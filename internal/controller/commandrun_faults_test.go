@@ -76,11 +76,12 @@ func refuseRunningStatus(t *testing.T, ns string) (lift func()) {
 	return lift
 }
 
-// TestRunDecisionIsRecordedBeforeItsJob: the decision is written before the
-// Job is created, so a status write lost after the Job started leaves the
-// record of the decision the Job runs under; and a policy edited while the
-// run's status could not be written does not judge a running command again.
-func TestRunDecisionIsRecordedBeforeItsJob(t *testing.T) {
+// TestRunDecisionIsRecordedWithItsJob: the Job records the decision it is
+// made under, in the write that creates it, so a status write lost after
+// the Job started loses no record of the decision it runs under; and a
+// policy edited while the run's status could not be written does not judge
+// a running command again.
+func TestRunDecisionIsRecordedWithItsJob(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
@@ -88,10 +89,13 @@ func TestRunDecisionIsRecordedBeforeItsJob(t *testing.T) {
 
 	g.Expect(k8s.Create(ctx, newRun(ns, "durable", "echo hello"))).To(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(jobs(g, ns, "durable")).To(HaveLen(1)) }, timeout, interval).Should(Succeed())
+	d, ok := sandbox.DecisionOf(&jobs(g, ns, "durable")[0])
+	g.Expect(ok).To(BeTrue(), "the Job exists, so the decision it runs under must be recorded")
+	g.Expect(d.Action).To(Equal(skillsv1.ActionAlways))
+	g.Expect(d.PolicyGeneration).To(Equal(int64(1)))
 	run := &skillsv1.CommandRun{}
 	g.Expect(k8s.Get(ctx, keyOf(ns, "durable"), run)).To(Succeed())
-	g.Expect(run.Status.Decision).NotTo(BeNil(), "the Job exists, so the decision it runs under must be recorded")
-	g.Expect(run.Status.Decision.Action).To(Equal(skillsv1.ActionAlways))
+	g.Expect(run.Status.Phase).NotTo(Equal(skillsv1.PhaseRunning), "the status write was not refused")
 
 	// The policy now refuses the command; the Job already runs under the
 	// decision recorded, which no later pass may replace.

@@ -36,11 +36,10 @@ const (
 func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun) (following bool, wait time.Duration, err error) {
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKeyFromObject(run), job)
-	if apierrors.IsNotFound(err) && (run.Status.JobName != "" || run.Status.Decision != nil) {
-		// The cache may not hold a Job created a moment ago. Once a
-		// decision is recorded, its Job may exist though the status that
-		// says so was never written: the run must follow it, not be judged
-		// again.
+	if apierrors.IsNotFound(err) {
+		// The cache may not hold a Job created a moment ago, by a pass
+		// whose status was never written: the run must follow it, not be
+		// judged again.
 		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), job)
 		if apierrors.IsNotFound(err) && run.Status.JobName != "" {
 			endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("The run's Job %s was deleted before it reported a result", run.Status.JobName), r.now())
@@ -56,9 +55,7 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run does not own", job.Name), r.now())
 		return true, 0, nil
 	}
-	run.Status.JobName = job.Name
-	// The identity the run used is the one its pod runs as.
-	run.Status.ServiceAccountName = job.Spec.Template.Spec.ServiceAccountName
+	follow(run, job)
 	if run.Status.StartTime == nil {
 		run.Status.StartTime = job.CreationTimestamp.DeepCopy()
 	}
@@ -283,11 +280,21 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 	if err != nil {
 		return fmt.Errorf("failed to create Job %s: %w", klog.KObj(run), err)
 	}
-	run.Status.JobName = run.Name
-	run.Status.ServiceAccountName = policyServiceAccount(pol)
+	follow(run, job)
 	run.Status.StartTime = &metav1.Time{Time: r.now()}
 	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", run.Name))
 	return nil
+}
+
+// follow records in the run what its Job says: its name, the identity its
+// pod runs as, and the decision it was made under (a Job of an earlier
+// version records none), which stands whatever the run's status said.
+func follow(run *skillsv1.CommandRun, job *batchv1.Job) {
+	run.Status.JobName = job.Name
+	run.Status.ServiceAccountName = job.Spec.Template.Spec.ServiceAccountName
+	if d, ok := sandbox.DecisionOf(job); ok {
+		run.Status.Decision = d
+	}
 }
 
 // identity prepares a run whose policy names a ServiceAccount: the

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"sort"
 	"strconv"
 	"time"
@@ -37,13 +38,25 @@ const shardMode int32 = 0o444
 // operator read the result; the operator deletes it instead.
 const AnnotationTTLSecondsAfterFinished = "kubeskills.io/ttl-seconds-after-finished"
 
+// AnnotationDecision on a sandbox Job is the decision it runs under
+// (status.decision of its run), as JSON. The Job records it as it is
+// created, in the same write: the decision a command runs under is never
+// lost, even when the run's status, written after, is.
+const AnnotationDecision = "kubeskills.io/decision"
+
 // Job builds the Job that runs p.Run: named after the run, in its
-// namespace, controlled by it, hardened as the package documentation says.
-// The same Params always give the same Job.
+// namespace, controlled by it, hardened as the package documentation says,
+// and annotated with the run's decision. The same Params always give the
+// same Job.
 func Job(p Params) *batchv1.Job {
 	sb := sandboxOf(p.Policy)
 	meta := objectMeta(p.Run)
 	meta.Annotations = map[string]string{AnnotationTTLSecondsAfterFinished: strconv.Itoa(int(ttlSecondsAfterFinished(sb)))}
+	if d := p.Run.Status.Decision; d != nil {
+		if b, err := json.Marshal(d); err == nil {
+			meta.Annotations[AnnotationDecision] = string(b)
+		}
+	}
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
 		ObjectMeta: meta,
@@ -56,6 +69,21 @@ func Job(p Params) *batchv1.Job {
 			},
 		},
 	}
+}
+
+// DecisionOf returns the decision a sandbox Job runs under
+// (AnnotationDecision); false when the Job does not say (one made by an
+// earlier version) or says something unreadable.
+func DecisionOf(job *batchv1.Job) (*skillsv1.PolicyDecision, bool) {
+	raw, ok := job.Annotations[AnnotationDecision]
+	if !ok {
+		return nil, false
+	}
+	d := &skillsv1.PolicyDecision{}
+	if err := json.Unmarshal([]byte(raw), d); err != nil {
+		return nil, false
+	}
+	return d, true
 }
 
 // KeepAfterResult returns how long a sandbox Job is kept after its run's

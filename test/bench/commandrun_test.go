@@ -38,9 +38,8 @@ const (
 // Metrics: created-p50-ms and created-p99-ms (CommandRun created to Job
 // seen), run-p50-ms and run-p99-ms (from the CommandRun's create call),
 // job-p50-ms and job-p99-ms (Job create call to Job seen), their ratios,
-// and rtt-p50-ms, the bare Job create round trip; run-create-p50-ms (the CommandRun's create
-// call) and run-policy-p50-ms (until its NetworkPolicy, created before the
-// Job, is seen) say where the time of a run goes.
+// and rtt-p50-ms, the bare Job create round trip; run-create-p50-ms (the
+// CommandRun's create call) says where the time of a run goes.
 func BenchmarkCommandStart(b *testing.B) {
 	ctx := context.Background()
 	e := operatorEnv(b)
