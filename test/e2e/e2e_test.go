@@ -303,9 +303,13 @@ func chatRunsCommand(t *testing.T, s *state) {
 	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
 	g.Expect(run.Spec.Agent).To(Equal(agentName))
 	g.Expect(run.Spec.Skill).To(Equal("fetch-fixture"))
+	// The result is recorded as the pod ends; the Job controller marks the
+	// Job a moment later.
 	var job batchv1.Job
-	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Status.JobName}, &job)).To(Succeed())
-	g.Expect(job.Status.Succeeded).To(BeEquivalentTo(1))
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Status.JobName}, &job)).To(Succeed())
+		g.Expect(job.Status.Succeeded).To(BeEquivalentTo(1))
+	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 	// The command ran behind its agent's fence for the policy's egress
 	// (fenceHolds proves it holds), made with the agent and shared by its
 	// runs: no run makes a NetworkPolicy of its own.
