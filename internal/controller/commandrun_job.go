@@ -28,11 +28,12 @@ const (
 	resultPoll = time.Second
 )
 
-// runsJob follows the run's Job once it exists, recording its result when
-// it finishes, and reports whether it did: the run is then past judging,
-// and wait is when to look again. A Job of the run's name that the run
-// does not own is never adopted: the run fails. So does a run whose Job was
-// deleted before it reported a result, rather than run its command twice.
+// runsJob follows the run's Job once it exists (follow), recording the
+// command's result once its pod or the Job has ended, and reports whether
+// it did: the run is then past judging, and wait is when to look again. A
+// Job of the run's name that the run does not own is never adopted: the
+// run fails. So does a run whose Job was deleted before it reported a
+// result, rather than run its command twice.
 func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun) (following bool, wait time.Duration, err error) {
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKeyFromObject(run), job)
