@@ -119,7 +119,16 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	}
 	before := run.DeepCopy()
-	result, passErr := r.reconcile(ctx, run)
+	result, passErr := r.reconcile(ctx, run, false)
+	if passErr == nil && unjudged(before) && run.Status.JobName == "" && (run.Status.Decision != nil || run.Status.Phase.Terminal()) {
+		// A first verdict that starts no Job (Never, Ask, or a run that
+		// cannot be judged): a pass whose status write was lost may have
+		// started one the cache does not hold yet. Judge again, with the
+		// API server asked for the Job, rather than record a verdict the
+		// command does not run under.
+		*run = *before.DeepCopy()
+		result, passErr = r.reconcile(ctx, run, true)
+	}
 	if passErr != nil && run.Status.Phase == "" {
 		// Not judged yet: say so, rather than leave a run without conditions.
 		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", passErr))
@@ -154,7 +163,10 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 //     (Running). A Job never runs under a decision that is not recorded:
 //     a pass that finds the Job follows it (step 2) under the decision it
 //     records, even when the status that said so was never written.
-func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
+//
+// A Job the cache does not hold is looked for on the API server when the
+// run has a decision, or when lookup says so.
+func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun, lookup bool) (ctrl.Result, error) {
 	// A change to an ended run (an approval that came too late) is observed,
 	// though it changes nothing else: kstatus reads observedGeneration.
 	run.Status.ObservedGeneration = run.Generation
@@ -162,7 +174,7 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.Comm
 		return r.collect(ctx, run)
 	}
 	run.Status.ShortCommand = shortCommand(run.Spec.Command)
-	if following, wait, err := r.runsJob(ctx, run); following || err != nil {
+	if following, wait, err := r.runsJob(ctx, run, lookup || !unjudged(run)); following || err != nil {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	pol, skl, reason, err := r.resolve(ctx, run)
@@ -459,6 +471,12 @@ func (r *CommandRunReconciler) deleteRun(ctx context.Context, run *skillsv1.Comm
 		return fmt.Errorf("failed to delete CommandRun %s: %w", klog.KObj(run), err)
 	}
 	return nil
+}
+
+// unjudged tells whether a run has no decision and no Job as far as its
+// status says. A Job may still exist: its status write may have been lost.
+func unjudged(run *skillsv1.CommandRun) bool {
+	return run.Status.Decision == nil && run.Status.JobName == ""
 }
 
 // recordTransition emits an Event for each change of phase.

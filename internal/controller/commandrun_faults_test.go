@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,19 +16,20 @@ import (
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/controller"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
-// refuseRunningStatus has the API server refuse, in namespace ns, every
-// status write of a CommandRun that says Running, as a write lost to a
-// network fault or an API server restart would be. It returns a function
-// that lifts the refusal.
-func refuseRunningStatus(t *testing.T, ns string) (lift func()) {
+// refuseStatus has the API server refuse, in namespace ns, every status
+// write of a CommandRun that says phase, as a write lost to a network fault
+// or an API server restart would be. It returns a function that lifts the
+// refusal.
+func refuseStatus(t *testing.T, ns string, phase skillsv1.RunPhase) (lift func()) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	name := "test-refuse-running-status-" + ns
+	name := "test-refuse-status-" + ns
 	pol := &admissionv1.ValidatingAdmissionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: admissionv1.ValidatingAdmissionPolicySpec{
@@ -40,8 +42,8 @@ func refuseRunningStatus(t *testing.T, ns string) (lift func()) {
 				},
 			}}},
 			Validations: []admissionv1.Validation{{
-				Expression: "!has(object.status) || !has(object.status.phase) || object.status.phase != 'Running'",
-				Message:    "status writes that say Running are refused",
+				Expression: fmt.Sprintf("!has(object.status) || !has(object.status.phase) || object.status.phase != '%s'", phase),
+				Message:    fmt.Sprintf("status writes that say %s are refused", phase),
 				Reason:     ptr.To(metav1.StatusReasonForbidden),
 			}},
 		},
@@ -64,14 +66,14 @@ func refuseRunningStatus(t *testing.T, ns string) (lift func()) {
 	}
 	t.Cleanup(lift)
 
-	// In force once a probe's Running status is refused. The probe names
-	// no agent, so the operator only denies it.
+	// In force once a probe's status is refused. The probe names no agent,
+	// so the operator only denies it.
 	probe := newRun(ns, "probe", "echo probe")
 	probe.Spec.Agent = "ghost"
 	g.Expect(k8s.Create(ctx, probe)).To(Succeed())
-	waitPhase(t, ns, probe.Name, skillsv1.PhaseDenied)
+	patch := fmt.Appendf(nil, `{"status":{"phase":%q}}`, phase)
 	g.Eventually(func() error {
-		return k8s.Status().Patch(ctx, probe, client.RawPatch("application/merge-patch+json", []byte(`{"status":{"phase":"Running"}}`)))
+		return k8s.Status().Patch(ctx, probe, client.RawPatch("application/merge-patch+json", patch))
 	}, timeout, interval).Should(Satisfy(apierrors.IsForbidden), "the refusal never came into force")
 	return lift
 }
@@ -85,7 +87,7 @@ func TestRunDecisionIsRecordedWithItsJob(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
-	lift := refuseRunningStatus(t, ns)
+	lift := refuseStatus(t, ns, skillsv1.PhaseRunning)
 
 	g.Expect(k8s.Create(ctx, newRun(ns, "durable", "echo hello"))).To(Succeed())
 	g.Eventually(func(g Gomega) { g.Expect(jobs(g, ns, "durable")).To(HaveLen(1)) }, timeout, interval).Should(Succeed())
@@ -124,6 +126,45 @@ func TestRunDecisionIsRecordedWithItsJob(t *testing.T) {
 	done := waitPhase(t, ns, "durable", skillsv1.PhaseSucceeded)
 	want(g, done)
 	g.Expect(done.Status.Result.Stdout).To(Equal("hello\n"))
+}
+
+// TestUnjudgedRunFollowsAJobTheCacheDoesNotHold: a run whose status says
+// nothing yet may have a Job, made by a pass whose status write was lost,
+// that the cache does not hold yet. A first verdict that would start no
+// Job (here Never, the policy having changed since) is not written before
+// the API server is asked: the run follows the Job, under the decision
+// the Job records.
+func TestUnjudgedRunFollowsAJobTheCacheDoesNotHold(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, func(p *skillsv1.CommandPolicy) {
+		p.Spec.Rules = []skillsv1.PolicyRule{{Pattern: "echo *", Action: skillsv1.ActionNever, Description: "no echo"}}
+	})
+	lift := refuseStatus(t, ns, skillsv1.PhaseDenied)
+	run := newRun(ns, "lost", "echo lost")
+	g.Expect(k8s.Create(ctx, run)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(eventReasons(g, run)).To(BeEmpty())
+		g.Expect(k8s.Get(ctx, keyOf(ns, "lost"), run)).To(Succeed())
+		g.Expect(run.Status.Phase).To(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+
+	// The Job an earlier pass made under Always, as the operator makes it
+	// but without the label its cache selects by.
+	decided := run.DeepCopy()
+	decided.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAlways, Rule: "echo *", Policy: "ops-policy", PolicyGeneration: 1}
+	job := sandbox.Job(sandbox.Params{Run: decided, RunnerImage: operatortest.Image, DefaultImage: operatortest.SandboxImage})
+	delete(job.Labels, sandbox.LabelCommandRun)
+	g.Expect(k8s.Create(ctx, job)).To(Succeed())
+	lift()
+
+	got := waitPhase(t, ns, "lost", skillsv1.PhaseRunning)
+	g.Expect(got.Status.JobName).To(Equal("lost"))
+	g.Expect(got.Status.Decision).To(Equal(decided.Status.Decision))
+	g.Consistently(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, keyOf(ns, "lost"), got)).To(Succeed())
+		g.Expect(got.Status.Phase).To(Equal(skillsv1.PhaseRunning))
+	}, time.Second, interval).Should(Succeed())
 }
 
 // withoutIdentityAdmission makes sure the admission policy that keeps a

@@ -31,13 +31,16 @@ const (
 // runsJob follows the run's Job once it exists (follow), recording the
 // command's result once its pod or the Job has ended, and reports whether
 // it did: the run is then past judging, and wait is when to look again. A
+// Job the cache does not hold is looked for on the API server when lookup
+// is set; a run with no decision that would start one finds it when it
+// tries (startJob), and any other asks with lookup (Reconcile). A
 // Job of the run's name that the run does not own is never adopted: the
 // run fails. So does a run whose Job was deleted before it reported a
 // result, rather than run its command twice.
-func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun) (following bool, wait time.Duration, err error) {
+func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun, lookup bool) (following bool, wait time.Duration, err error) {
 	job := &batchv1.Job{}
 	err = r.Get(ctx, client.ObjectKeyFromObject(run), job)
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && lookup {
 		// The cache may not hold a Job created a moment ago, by a pass
 		// whose status was never written: the run must follow it, not be
 		// judged again.
