@@ -25,6 +25,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -36,6 +37,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -471,9 +473,17 @@ func writeCommandSteps(w *bytes.Buffer, steps *commandSteps) {
 		plain[name] = v
 		plainOrder = append(plainOrder, name)
 	}
+	// In the order they came: a run's decision is recorded with its Job,
+	// and its status says so a moment after.
+	chat := slices.Clone(steps.Chat)
+	slices.SortStableFunc(chat, func(a, b [2]any) int {
+		x, _ := a[1].(float64)
+		y, _ := b[1].(float64)
+		return cmp.Compare(x, y)
+	})
 	prevChat, prevPlain := 0.0, 0.0
 	shown := map[string]bool{}
-	for _, s := range steps.Chat {
+	for _, s := range chat {
 		name, _ := s[0].(string)
 		v, _ := s[1].(float64)
 		plainCells := "| | |"
