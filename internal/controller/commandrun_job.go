@@ -68,8 +68,11 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 	switch {
 	case finished:
 		res, err = r.Results.Read(ctx, job)
-	case !jobEnding(job):
+	case !jobEnding(job) && run.Status.ServiceAccountName == "":
 		// The result is known once the pod ends; the Job's end follows.
+		// A run with an identity waits for the Job's end: the pod holds
+		// the token, which dies only with the pod, and the pod goes only
+		// once the Job controller has counted it (retireToken).
 		res, err = r.Results.Ended(ctx, job)
 	}
 	if res == nil && err == nil {

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
@@ -23,8 +25,10 @@ func sandboxPods(g Gomega, ns, run string) []corev1.Pod {
 
 // TestIdentityTokenDiesBeforeTheResultIsSeen: a run that had an identity
 // is recorded only once its sandbox pod, to which the token is bound, is
-// deleted, so output that holds the token hands the agent a dead one. A run
-// without an identity keeps its pod until the Job's TTL.
+// gone, so output that holds the token hands the agent a dead one. The
+// pod's end is not enough: a deleted pod stays, its token valid, until the
+// Job controller has counted it and taken its finalizer off. A run without
+// an identity keeps its pod until the Job's TTL.
 func TestIdentityTokenDiesBeforeTheResultIsSeen(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -33,7 +37,14 @@ func TestIdentityTokenDiesBeforeTheResultIsSeen(t *testing.T) {
 
 	g.Expect(k8s.Create(ctx, newRun(ns, "token", "kubectl get pods"))).To(Succeed())
 	waitPhase(t, ns, "token", skillsv1.PhaseRunning)
-	finishJob(t, ns, "token", &runner.Result{ExitCode: 0, Stdout: "eyJhbGciOi.token\n"}, false)
+	res := &runner.Result{ExitCode: 0, Stdout: "eyJhbGciOi.token\n"}
+	g.Expect(operator.EndPod(ctx, k8s, ns, "token", res)).To(Succeed())
+	g.Consistently(func(g Gomega) {
+		run := &skillsv1.CommandRun{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, "token"), run)).To(Succeed())
+		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseRunning), "the result was recorded while the token's pod was there")
+	}, 2*time.Second, interval).Should(Succeed())
+	g.Expect(operatortest.EndJob(ctx, k8s, ns, "token", res, false)).To(Succeed())
 	done := waitPhase(t, ns, "token", skillsv1.PhaseSucceeded)
 	g.Expect(done.Status.Result.Stdout).To(Equal("eyJhbGciOi.token\n"))
 	g.Expect(sandboxPods(g, ns, "token")).To(BeEmpty(), "the pod holding the token outlived the recorded result")

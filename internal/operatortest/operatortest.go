@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -134,11 +135,28 @@ func EndJob(ctx context.Context, c client.Client, ns, name string, res *runner.R
 	return EndJobAt(ctx, c, ns, name, res, deadlineExceeded, time.Now())
 }
 
+// jobTrackingFinalizer is the finalizer the Job controller puts on the
+// pods of a Job, and takes off once it has counted their end.
+const jobTrackingFinalizer = "batch.kubernetes.io/job-tracking"
+
 // EndJobAt is EndJob with the Job ended at the time at: a Job that ended
-// a while ago, whose pod has not shown its final state since.
+// a while ago, whose pod has not shown its final state since. As the Job
+// controller does, it first takes its finalizer off the Job's pod.
 func EndJobAt(ctx context.Context, c client.Client, ns, name string, res *runner.Result, deadlineExceeded bool, at time.Time) error {
 	job := &batchv1.Job{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
+		return err
+	}
+	pod := &corev1.Pod{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: podName(job)}, pod)
+	switch {
+	case err == nil && slices.Contains(pod.Finalizers, jobTrackingFinalizer):
+		before := pod.DeepCopy()
+		pod.Finalizers = slices.DeleteFunc(pod.Finalizers, func(f string) bool { return f == jobTrackingFinalizer })
+		if err := c.Patch(ctx, pod, client.MergeFrom(before)); err != nil {
+			return err
+		}
+	case err != nil && !apierrors.IsNotFound(err):
 		return err
 	}
 	now := metav1.NewTime(at)
@@ -231,6 +249,9 @@ func (op *Operator) pod(ctx context.Context, c client.Client, ns, name string) (
 	pod = &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: job.Namespace, Name: podName(job), Labels: job.Spec.Template.Labels,
+			// The Job controller's: a deleted pod stays until the
+			// controller has counted it (EndJob).
+			Finalizers:      []string{jobTrackingFinalizer},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}},
 		},
 		Spec: *job.Spec.Template.Spec.DeepCopy(),
