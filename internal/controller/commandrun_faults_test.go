@@ -116,6 +116,12 @@ func TestRunDecisionIsRecordedWithItsJob(t *testing.T) {
 	}
 	want(g, got)
 	g.Expect(got.Status.JobName).To(Equal("durable"))
+	// Once the status holds it, an edit of the Job's record changes
+	// nothing.
+	job := jobs(g, ns, "durable")[0]
+	forged := job.DeepCopy()
+	forged.Annotations[sandbox.AnnotationDecision] = `{"action":"Ask","policy":"ops-policy","policyGeneration":9}`
+	g.Expect(k8s.Patch(ctx, forged, client.MergeFrom(&job))).To(Succeed())
 	g.Consistently(func(g Gomega) {
 		g.Expect(k8s.Get(ctx, keyOf(ns, "durable"), got)).To(Succeed())
 		g.Expect(got.Status.Phase).To(Equal(skillsv1.PhaseRunning))

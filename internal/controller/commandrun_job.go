@@ -294,14 +294,17 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 }
 
 // follow records in the run what its Job says: its name, the identity its
-// pod runs as, and the decision it was made under (a Job of an earlier
-// version records none), which stands whatever the run's status said.
+// pod runs as and, until the run's status names the Job, the decision the
+// Job was made under (a Job of an earlier version records none), which
+// stands whatever the status said. The status that first names the Job
+// holds that decision, so a later edit of the Job's annotation changes no
+// record.
 func follow(run *skillsv1.CommandRun, job *batchv1.Job) {
-	run.Status.JobName = job.Name
-	run.Status.ServiceAccountName = job.Spec.Template.Spec.ServiceAccountName
-	if d, ok := sandbox.DecisionOf(job); ok {
+	if d, ok := sandbox.DecisionOf(job); ok && run.Status.JobName == "" {
 		run.Status.Decision = d
 	}
+	run.Status.JobName = job.Name
+	run.Status.ServiceAccountName = job.Spec.Template.Spec.ServiceAccountName
 }
 
 // identity prepares a run whose policy names a ServiceAccount: the
