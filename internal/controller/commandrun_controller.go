@@ -87,8 +87,8 @@ type CommandRunReconciler struct {
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,resourceNames=kubernetes,verbs=get
 
 // SetupWithManager registers the reconciler, its indexes, and watches on
-// the runs' Jobs, on their pods' ends, and on the policies and skills that waiting runs were
-// judged on.
+// the runs' Jobs, on their pods' ends, and on the policies and skills that
+// waiting runs were judged on.
 func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &skillsv1.CommandRun{}, IndexRunAgent, func(o client.Object) []string {
 		return []string{o.(*skillsv1.CommandRun).Spec.Agent}
