@@ -41,6 +41,27 @@ type AgentSpec struct {
 	// runtime overrides how the agent's pods run.
 	// +optional
 	Runtime *AgentRuntime `json:"runtime,omitempty"`
+
+	// mcp configures the agent's Model Context Protocol endpoint, /mcp
+	// beside /v1, behind the same token: the catalog through the MCP Skills
+	// extension and the commands through the tools run_command and
+	// command_status.
+	// +optional
+	MCP *AgentMCP `json:"mcp,omitempty"`
+}
+
+// AgentMCP configures an agent's MCP endpoint.
+type AgentMCP struct {
+	// enabled serves /mcp; on unless set to false.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// MCPEnabled tells whether the agent serves /mcp: unless spec.mcp.enabled
+// is false.
+func (a *Agent) MCPEnabled() bool {
+	return a.Spec.MCP == nil || a.Spec.MCP.Enabled == nil || *a.Spec.MCP.Enabled
 }
 
 // SkillSelection picks Skills by label, by name, or both.
@@ -251,6 +272,12 @@ type AgentStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Endpoint string `json:"endpoint,omitempty"`
+
+	// mcpEndpoint is the in-cluster URL of the agent's MCP endpoint; empty
+	// when spec.mcp.enabled is false.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	MCPEndpoint string `json:"mcpEndpoint,omitempty"`
 
 	// tokenSecretName names the Secret holding the API's bearer token.
 	// +optional

@@ -423,7 +423,7 @@ func (s *session) runCommand(ctx context.Context, arguments string) (string, err
 	}
 	s.commands++
 	key := requestKey(s.conversation, s.commands, args.Command, args.Skill)
-	res, err := s.r.commands.run(ctx, args.Command, args.Skill, key)
+	res, err := s.r.commands.run(ctx, args.Command, args.Skill, key, s.r.commands.defaults())
 	if err != nil {
 		return "", err
 	}
@@ -438,7 +438,7 @@ func (s *session) commandStatus(ctx context.Context, arguments string) (string, 
 	if err := decodeArgs(arguments, &args, &args.Run); err != nil {
 		return "", err
 	}
-	res, err := s.r.commands.get(ctx, args.Run)
+	res, err := s.r.commands.get(ctx, args.Run, s.r.commands.defaults())
 	if err != nil {
 		return "", err
 	}

@@ -69,7 +69,7 @@ type commander struct {
 // request the command belongs to (see requestKey): the run is then named
 // after it, so a retried request finds the run the first attempt filed and
 // follows it instead of filing a second one.
-func (c *commander) run(ctx context.Context, command, skill, key string) (*CommandResult, error) {
+func (c *commander) run(ctx context.Context, command, skill, key string, w waits) (*CommandResult, error) {
 	run := &skillsv1.CommandRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, GenerateName: c.agent + "-"},
 		Spec: skillsv1.CommandRunSpec{
@@ -88,7 +88,7 @@ func (c *commander) run(ctx context.Context, command, skill, key string) (*Comma
 		existing, reuse := c.retried(ctx, run)
 		if reuse {
 			ctrl.LoggerFrom(ctx).Info("Following the CommandRun an earlier attempt of this request filed", "commandRun", klog.KObj(existing))
-			return c.follow(ctx, existing)
+			return c.follow(ctx, existing, w)
 		}
 		// Another request's run holds the name: file this one on its own.
 		run.Name, run.GenerateName, run.Annotations = "", c.agent+"-", nil
@@ -98,7 +98,7 @@ func (c *commander) run(ctx context.Context, command, skill, key string) (*Comma
 		c.metrics.command("Error")
 		return nil, fmt.Errorf("failed to create a CommandRun for agent %s: %w", c.agent, err)
 	}
-	return c.follow(ctx, run)
+	return c.follow(ctx, run, w)
 }
 
 // AnnotationRequestKey records, on a CommandRun a chat filed, the key of
@@ -141,7 +141,7 @@ func runName(agent, key string) string {
 }
 
 // get waits for a CommandRun of the agent made earlier.
-func (c *commander) get(ctx context.Context, name string) (*CommandResult, error) {
+func (c *commander) get(ctx context.Context, name string, w waits) (*CommandResult, error) {
 	run := &skillsv1.CommandRun{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: name}, run); err != nil {
 		return nil, fmt.Errorf("failed to get CommandRun %s: %w", name, err)
@@ -149,14 +149,24 @@ func (c *commander) get(ctx context.Context, name string) (*CommandResult, error
 	if run.Spec.Agent != c.agent {
 		return nil, fmt.Errorf("failed to get CommandRun %s: it belongs to another agent", name)
 	}
-	return c.follow(ctx, run)
+	return c.follow(ctx, run, w)
 }
+
+// waits bound one wait for a run: the whole of it, and the part of it
+// spent awaiting approval (zero: report the run as soon as it awaits).
+type waits struct {
+	command  time.Duration
+	approval time.Duration
+}
+
+// defaults are the runtime's waits, as chats use them.
+func (c *commander) defaults() waits { return waits{command: c.wait, approval: c.approvalWait} }
 
 // follow waits for the run to end, for at most the command wait, and for at
 // most the approval wait while it awaits approval; then it reports where
 // the run is.
-func (c *commander) follow(ctx context.Context, run *skillsv1.CommandRun) (*CommandResult, error) {
-	res, err := c.watch(ctx, run)
+func (c *commander) follow(ctx context.Context, run *skillsv1.CommandRun, w waits) (*CommandResult, error) {
+	res, err := c.watch(ctx, run, w)
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +178,8 @@ func (c *commander) follow(ctx context.Context, run *skillsv1.CommandRun) (*Comm
 // watch follows the run through a watch on its name, started at the
 // resourceVersion last seen so that no change is missed, and started again
 // whenever the API server ends it.
-func (c *commander) watch(ctx context.Context, run *skillsv1.CommandRun) (*CommandResult, error) {
-	lim := &limits{deadline: time.NewTimer(c.wait), approvalWait: c.approvalWait}
+func (c *commander) watch(ctx context.Context, run *skillsv1.CommandRun, wt waits) (*CommandResult, error) {
+	lim := &limits{deadline: time.NewTimer(wt.command), wait: wt.command, approvalWait: wt.approval}
 	defer lim.stop()
 	for {
 		if run.Status.Phase.Terminal() {
@@ -209,7 +219,7 @@ func (c *commander) events(ctx context.Context, w watch.Interface, run *skillsv1
 		case <-ctx.Done():
 			return nil, fmt.Errorf("failed to wait for CommandRun %s: %w", run.Name, ctx.Err())
 		case <-lim.deadline.C:
-			return pending(run, c.wait), nil
+			return pending(run, lim.wait), nil
 		case <-lim.approvalC():
 			return awaiting(run), nil
 		case ev, ok := <-w.ResultChan():
@@ -245,6 +255,7 @@ func (c *commander) events(ctx context.Context, w watch.Interface, run *skillsv1
 // wait that runs only while the run awaits approval.
 type limits struct {
 	deadline     *time.Timer
+	wait         time.Duration
 	approval     *time.Timer
 	approvalWait time.Duration
 }

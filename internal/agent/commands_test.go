@@ -98,9 +98,15 @@ func commandSetup(t *testing.T, mutate func(*skillsv1.CommandPolicy)) (ns string
 // mounts them.
 func mountServed(t *testing.T, ns string, names ...string) *catalog.Store {
 	t.Helper()
+	return mountServedAt(t, t.TempDir(), ns, names...)
+}
+
+// mountServedAt is mountServed into base, over what base holds, as the
+// kubelet updates a pod's mounts when the ConfigMaps change.
+func mountServedAt(t *testing.T, base, ns string, names ...string) *catalog.Store {
+	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	base := t.TempDir()
 	catalogDir, skillsDir := filepath.Join(base, "catalog"), filepath.Join(base, "skills")
 	c := &catalog.Catalog{Agent: "ops", Instructions: "You are the ops agent."}
 	for _, name := range names {

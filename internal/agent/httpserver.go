@@ -38,6 +38,12 @@ type ServerLimits struct {
 	// MaxConnections bounds the connections served at once; the next one
 	// waits to be accepted.
 	MaxConnections int
+	// MCPMaxSessions bounds the MCP sessions open at once; a new one past
+	// that is answered 503.
+	MCPMaxSessions int
+	// MCPSessionIdle closes an MCP session that sends no request for that
+	// long.
+	MCPSessionIdle time.Duration
 }
 
 // Defaults of ServerLimits.
@@ -63,6 +69,10 @@ func (l ServerLimits) withDefaults() ServerLimits {
 	orDuration(&l.WriteTimeout, DefaultWriteTimeout)
 	orDuration(&l.IdleTimeout, DefaultIdleTimeout)
 	orDuration(&l.ChatTimeout, DefaultChatTimeout)
+	orDuration(&l.MCPSessionIdle, DefaultMCPSessionIdle)
+	if l.MCPMaxSessions <= 0 {
+		l.MCPMaxSessions = DefaultMCPMaxSessions
+	}
 	if l.MaxConcurrentRequests <= 0 {
 		l.MaxConcurrentRequests = DefaultMaxConcurrentRequests
 	}
@@ -81,6 +91,8 @@ func (l *ServerLimits) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&l.ChatTimeout, "chat-timeout", DefaultChatTimeout, "How long one chat request may run, its tool loop included.")
 	fs.IntVar(&l.MaxConcurrentRequests, "max-concurrent-requests", DefaultMaxConcurrentRequests, "Most API requests served at once; more are answered 429.")
 	fs.IntVar(&l.MaxConnections, "max-connections", DefaultMaxConnections, "Most connections served at once; more wait to be accepted.")
+	fs.IntVar(&l.MCPMaxSessions, "mcp-max-sessions", DefaultMCPMaxSessions, "Most MCP sessions open at once; a new one past that is answered 503.")
+	fs.DurationVar(&l.MCPSessionIdle, "mcp-session-idle-timeout", DefaultMCPSessionIdle, "How long an MCP session may send no request before it is closed.")
 }
 
 // headerRequestID carries the id of each request on its answer; the log
@@ -118,6 +130,7 @@ func (r *Runtime) Listener(l net.Listener) net.Listener {
 // finish for at most grace.
 func (r *Runtime) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
 	srv := r.Server()
+	go r.FollowCatalog(ctx, time.Second)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(r.Listener(lis)) }()
 	select {

@@ -78,6 +78,8 @@ type Config struct {
 	TokenFile string
 	// DisableAuth serves the API without a token.
 	DisableAuth bool
+	// DisableMCP serves no /mcp endpoint.
+	DisableMCP bool
 	// Server bounds what callers of the API can hold.
 	Server ServerLimits
 }
@@ -130,6 +132,7 @@ type Runtime struct {
 	model    *model
 	commands *commander
 	token    *secretFile
+	mcp      *mcpEndpoint
 	metrics  *metrics
 	log      logr.Logger
 }
@@ -156,6 +159,11 @@ func New(cfg Config, skills Skills, kube client.WithWatch, log logr.Logger) (*Ru
 	}
 	if !cfg.DisableAuth {
 		r.token = newSecretFile(cfg.TokenFile, "token", log)
+	}
+	if !cfg.DisableMCP {
+		if r.mcp, err = newMCPEndpoint(r); err != nil {
+			return nil, fmt.Errorf("failed to create the MCP endpoint of agent %s: %w", cfg.Agent, err)
+		}
 	}
 	return r, nil
 }
@@ -184,6 +192,7 @@ type Options struct {
 	PromptBudgetTokens int
 	TokenFile          string
 	DisableAuth        bool
+	MCP                bool
 	CommandWait        time.Duration
 	ApprovalWait       time.Duration
 	Server             ServerLimits
@@ -210,6 +219,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.PromptBudgetTokens, "prompt-budget-tokens", DefaultPromptBudgetTokens, "Token budget of the skill list in the system prompt.")
 	fs.StringVar(&o.TokenFile, "token-file", "", "File holding the bearer token callers of the API must send, read again when it changes.")
 	fs.BoolVar(&o.DisableAuth, "disable-auth", false, "Serve the API without a bearer token. Use only behind another gate.")
+	fs.BoolVar(&o.MCP, "mcp", true, "Serve the Model Context Protocol at /mcp, beside /v1 and behind the same token.")
 	fs.DurationVar(&o.CommandWait, "command-wait", DefaultCommandWait, "How long a command is waited for before the model is told it still runs.")
 	fs.DurationVar(&o.ApprovalWait, "approval-wait", DefaultApprovalWait, "How long a command awaiting approval is waited for before the model is told so.")
 	o.Server.bindFlags(fs)
@@ -226,7 +236,7 @@ func (o *Options) Config() (Config, error) {
 		},
 		MaxToolCalls: o.MaxToolCalls, PromptBudgetTokens: o.PromptBudgetTokens,
 		CommandWait: o.CommandWait, ApprovalWait: o.ApprovalWait,
-		TokenFile: o.TokenFile, DisableAuth: o.DisableAuth, Server: o.Server,
+		TokenFile: o.TokenFile, DisableAuth: o.DisableAuth, DisableMCP: !o.MCP, Server: o.Server,
 	}
 	if o.Agent == "" || o.ModelBaseURL == "" || o.ModelName == "" {
 		return cfg, errors.New("failed to read flags: --agent, --model-base-url and --model-name are required")

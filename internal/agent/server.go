@@ -43,6 +43,8 @@ const (
 //	GET  /healthz              the process is up
 //	GET  /readyz               the catalog is loaded
 //	GET  /metrics              Prometheus metrics
+//	     /mcp                  the Model Context Protocol (streamable HTTP):
+//	                           the skills and the commands; see mcp.go
 //
 // Every /v1/ route requires `Authorization: Bearer <token>` with the token
 // of the token file, unless auth is disabled; a request without it gets 401
@@ -61,6 +63,12 @@ func (r *Runtime) Handler() http.Handler {
 	api("GET /v1/skills", maxSmallBody, r.handleSkills)
 	api("GET /v1/skills/{name}", maxSmallBody, r.handleSkill)
 	api("POST /v1/commands", maxCommandBytes, r.handleCommand)
+	if r.mcp != nil {
+		// MCP holds streams open for as long as a session lives, so its
+		// requests take slots of their own, not those of /v1.
+		mcpSlots := make(chan struct{}, r.cfg.Server.MaxConcurrentRequests)
+		mux.Handle(mcpPath, r.authorize(limit(mcpSlots, readBody(mcpBodyBytes, r.mcp))))
+	}
 	api("/v1/", maxSmallBody, func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no such route")
 	})
@@ -258,7 +266,7 @@ func (r *Runtime) RunCommand(ctx context.Context, command, skill string) (*Comma
 	if skill != "" && !r.inCatalog(skill) {
 		return nil, &BadRequestError{msg: "skill " + skill + " is not in this agent's catalog"}
 	}
-	return r.commands.run(ctx, command, skill, "")
+	return r.commands.run(ctx, command, skill, "", r.commands.defaults())
 }
 
 // handleCommand runs one command through the same path as run_command and

@@ -140,6 +140,7 @@ func TestAgentRunsWithItsCatalog(t *testing.T) {
 	))
 	g.Expect(a.Status.SkillCount).To(Equal(int32(2)))
 	g.Expect(a.Status.Endpoint).To(Equal("http://agent-ops." + ns + ".svc"))
+	g.Expect(a.Status.MCPEndpoint).To(Equal("http://agent-ops." + ns + ".svc/mcp"), "MCP is on unless turned off")
 	g.Expect(a.Status.TokenSecretName).To(Equal("ops-token"))
 	g.Expect(a.Status.Warnings).To(ConsistOf(`skill health expects "Bash(rm:*)", which CommandPolicy ops-policy never allows`))
 	ready := condition(a.Status.Conditions, skillsv1.ReadyCondition)
@@ -193,6 +194,19 @@ func TestAgentRunsWithItsCatalog(t *testing.T) {
 		g.Expect(k8s.Get(ctx, keyOf(ns, "ops"), a)).To(Succeed())
 		g.Expect(condition(a.Status.Conditions, skillsv1.ReadyCondition).Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(a.Status.ReadyReplicas).To(Equal(int32(1)))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(c.Args).NotTo(ContainElement("--mcp=false"))
+
+	// spec.mcp.enabled=false turns the endpoint off in the runtime and
+	// takes it out of the status.
+	a.Spec.MCP = &skillsv1.AgentMCP{Enabled: ptr.To(false)}
+	g.Expect(k8s.Update(ctx, a)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, keyOf(ns, "agent-ops"), d)).To(Succeed())
+		g.Expect(d.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--mcp=false"))
+		g.Expect(k8s.Get(ctx, keyOf(ns, "ops"), a)).To(Succeed())
+		g.Expect(a.Status.ObservedGeneration).To(Equal(a.Generation))
+		g.Expect(a.Status.MCPEndpoint).To(BeEmpty())
 	}, timeout, interval).Should(Succeed())
 }
 

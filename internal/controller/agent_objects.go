@@ -268,6 +268,9 @@ func agentArgs(p agentParams) []string {
 	if a.Spec.Model.MaxTokens != nil {
 		args = append(args, "--max-tokens="+strconv.Itoa(int(*a.Spec.Model.MaxTokens)))
 	}
+	if !a.MCPEnabled() {
+		args = append(args, "--mcp=false")
+	}
 	if p.tokenSecret == "" {
 		return append(args, "--disable-auth")
 	}

@@ -42,6 +42,10 @@ func setAgentStatus(a *skillsv1.Agent, s agentStatus) {
 	st.Skills = s.selection.included
 	st.ExcludedSkills = s.selection.excluded
 	st.Endpoint = fmt.Sprintf("http://%s.%s.svc", agentObjectName(a.Name), a.Namespace)
+	st.MCPEndpoint = ""
+	if a.MCPEnabled() {
+		st.MCPEndpoint = st.Endpoint + "/mcp"
+	}
 	st.TokenSecretName = s.tokenSecret
 	st.SandboxServiceAccountName = s.identity
 	st.ReadyReplicas = s.deployment.Status.ReadyReplicas
