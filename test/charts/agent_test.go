@@ -49,6 +49,9 @@ func TestAgentChartDefaults(t *testing.T) {
 	if a.Spec.Instructions == "" || a.Spec.MaxToolCalls != 20 {
 		t.Errorf("instructions %q, maxToolCalls %d", a.Spec.Instructions, a.Spec.MaxToolCalls)
 	}
+	if !a.MCPEnabled() || a.Spec.MCP != nil {
+		t.Errorf("mcp = %+v, want it left to the API's default (on)", a.Spec.MCP)
+	}
 
 	p := toTyped[skillsv1.CommandPolicy](t, objs.get(t, "CommandPolicy", "ops"))
 	m := compilePolicy(t, p)
@@ -134,6 +137,9 @@ func TestAgentChartValues(t *testing.T) {
 	}
 	if ac := a.Spec.Access; ac == nil || ac.TokenSecretName != "platform-bot-api" || len(ac.From) != 1 {
 		t.Errorf("access = %+v", ac)
+	}
+	if a.MCPEnabled() {
+		t.Errorf("mcp = %+v, want mcp.enabled=false carried over", a.Spec.MCP)
 	}
 	if rt := a.Spec.Runtime; rt == nil || rt.Image != "registry.example.com/kubeskills:v1.2.3" || *rt.Replicas != 2 ||
 		rt.Resources == nil || len(rt.Tolerations) != 1 || rt.NodeSelector["kubernetes.io/os"] != "linux" {
