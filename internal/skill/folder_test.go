@@ -30,7 +30,7 @@ var goldenSkills = []struct {
 	{dir: "release-notes", name: "release-notes", invocation: InvocationExplicit,
 		tools:    []string{"Bash(git log:*)", "Bash(git tag:*)", "Read"},
 		metadata: map[string]string{"author": "platform-team", "version": "1.2"},
-		files:    []string{"templates/NOTES.md"}},
+		files:    []string{"templates/NOTES.md"}, warnings: 1},
 	{dir: "brand-assets", name: "brand-assets", invocation: InvocationAuto,
 		metadata:   map[string]string{"owner": "design"},
 		files:      []string{".hidden/notes.txt", "assets/glyphs.bin", "assets/logo.png", "assets/palette.json", "scripts/preview.sh"},

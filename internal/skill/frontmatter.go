@@ -24,6 +24,16 @@ const (
 	keyDisableModel  = "disable-model-invocation"
 )
 
+// specKeys are the six front-matter keys of the Agent Skills specification.
+// The reference validator refuses a SKILL.md with any other key.
+var specKeys = map[string]bool{
+	keyName: true, keyDescription: true, keyLicense: true,
+	keyCompatibility: true, keyAllowedTools: true, keyMetadata: true,
+}
+
+// mergeTag is the tag of a `<<` key, which merges the mappings it names.
+const mergeTag = "!!merge"
+
 // yamlLineRE finds the line number in an error from the YAML parser.
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 
@@ -34,7 +44,18 @@ type frontMatterFields struct {
 	tools                                     []string
 	metadata                                  map[string]string
 	explicit                                  bool
-	problems                                  []Problem
+	// foreign are the top-level keys outside the specification.
+	foreign  []frontMatterKey
+	problems []Problem
+}
+
+// frontMatterKey is a top-level front-matter key and the line of SKILL.md
+// it is on (0 for a key of generated front matter). A key that is not text
+// has the description of its kind as name and text false.
+type frontMatterKey struct {
+	name string
+	text bool
+	line int
 }
 
 // readFrontMatter parses front matter text whose first line is line
@@ -137,7 +158,7 @@ func checkDuplicateKeys(node *yaml.Node, firstLine int) error {
 
 // extractFields reads the known keys of a front-matter mapping.
 func extractFields(root *yaml.Node, firstLine int) frontMatterFields {
-	var f frontMatterFields
+	f := frontMatterFields{foreign: foreignKeys(root, firstLine)}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		key, value := root.Content[i], resolveAlias(root.Content[i+1])
 		if key.Kind != yaml.ScalarNode {
@@ -161,6 +182,43 @@ func extractFields(root *yaml.Node, firstLine int) frontMatterFields {
 		}
 	}
 	return f
+}
+
+// foreignKeys lists the keys of a front-matter mapping outside the
+// specification, in order. A merge key (`<<: *defaults`) stands for the keys
+// of the mappings it merges, as YAML readers see them.
+func foreignKeys(root *yaml.Node, firstLine int) []frontMatterKey {
+	var keys []frontMatterKey
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		key := root.Content[i]
+		switch {
+		case key.Kind == yaml.ScalarNode && key.Tag == mergeTag:
+			keys = append(keys, mergedKeys(resolveAlias(root.Content[i+1]), firstLine)...)
+		case key.Kind != yaml.ScalarNode:
+			keys = append(keys, frontMatterKey{name: kindName(key), line: firstLine + key.Line - 1})
+		case !specKeys[key.Value]:
+			keys = append(keys, frontMatterKey{name: key.Value, text: true, line: firstLine + key.Line - 1})
+		}
+	}
+	return keys
+}
+
+// mergedKeys lists the keys outside the specification that a merge key's
+// value brings: those of a mapping, or of each mapping of a list.
+func mergedKeys(value *yaml.Node, firstLine int) []frontMatterKey {
+	switch value.Kind {
+	case yaml.MappingNode:
+		return foreignKeys(value, firstLine)
+	case yaml.SequenceNode:
+		var keys []frontMatterKey
+		for _, item := range value.Content {
+			if item = resolveAlias(item); item.Kind == yaml.MappingNode {
+				keys = append(keys, foreignKeys(item, firstLine)...)
+			}
+		}
+		return keys
+	}
+	return nil
 }
 
 // scalar returns the text of a scalar value, "" for null; any other value is

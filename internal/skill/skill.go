@@ -87,6 +87,11 @@ type Problem struct {
 	Message string
 	// Hint says how to fix it.
 	Hint string
+	// Portability marks a warning about a rule of the Agent Skills
+	// specification that kubeskills relaxes and other hosts enforce (a long
+	// description, keys outside the specification). `kubectl skills validate
+	// --strict` reports such a rule as an error of its own.
+	Portability bool
 }
 
 // String renders the problem as "field: message (hint)".
@@ -135,6 +140,11 @@ func (r *Report) errorf(field, message, hint string) {
 
 func (r *Report) warnf(field, message, hint string) {
 	r.Warnings = append(r.Warnings, Problem{Field: field, Message: message, Hint: hint})
+}
+
+// portabilityf adds a warning about a rule other hosts enforce.
+func (r *Report) portabilityf(field, message, hint string) {
+	r.Warnings = append(r.Warnings, Problem{Field: field, Message: message, Hint: hint, Portability: true})
 }
 
 // SyntaxError reports a SKILL.md that cannot be split into front matter and

@@ -160,7 +160,7 @@ func validateDescription(r *Report, description string) {
 		r.errorf(fieldDescription, fmt.Sprintf("the description is %d characters long, more than %d", length, MaxDescriptionLength),
 			"shorten it; move details into the instructions")
 	case length > SpecDescriptionLength:
-		r.warnf(fieldDescription, fmt.Sprintf("the description is %d characters long, more than the %d of the Agent Skills specification", length, SpecDescriptionLength),
+		r.portabilityf(fieldDescription, fmt.Sprintf("the description is %d characters long, more than the %d of the Agent Skills specification", length, SpecDescriptionLength),
 			"shorten it to what the skill does and when to use it; other agents may refuse it")
 	case length > ShortDescriptionLength:
 		r.warnf(fieldDescription, fmt.Sprintf("the description is %d characters long, more than %d", length, ShortDescriptionLength),
@@ -270,6 +270,10 @@ const agreeHint = "make the two agree, or clear spec.frontMatter to generate it 
 func validateFrontMatter(r *Report, s *Skill) {
 	fm := s.FrontMatter
 	if fm == "" {
+		if invocationOrDefault(s.Invocation) == InvocationExplicit {
+			// Generated front matter says so with disable-model-invocation.
+			warnForeignKeys(r, []frontMatterKey{{name: keyDisableModel, text: true}})
+		}
 		return
 	}
 	if len(fm) > MaxFrontMatterBytes {
@@ -299,6 +303,7 @@ func validateFrontMatter(r *Report, s *Skill) {
 		return
 	}
 	r.Errors = append(r.Errors, fields.problems...)
+	warnForeignKeys(r, fields.foreign)
 	agree(r, keyName, fields.name, fieldName, s.Name)
 	agree(r, keyDescription, fields.description, fieldDescription, s.Description)
 	agree(r, keyLicense, fields.license, fieldLicense, s.License)
@@ -317,6 +322,71 @@ func validateFrontMatter(r *Report, s *Skill) {
 		r.errorf(fieldFM, "spec.invocation is Explicit but the front matter does not set disable-model-invocation: true",
 			"add `disable-model-invocation: true` to the front matter, or set spec.invocation to Auto")
 	}
+}
+
+// foreignKeysBudget bounds the list of keys in the warning about keys
+// outside the specification, so that the warning fits in a status entry.
+const foreignKeysBudget = 400
+
+// warnForeignKeys warns about front-matter keys outside the six of the Agent
+// Skills specification: kubeskills keeps them, the reference validator
+// refuses them.
+func warnForeignKeys(r *Report, keys []frontMatterKey) {
+	var listed []string
+	seen := map[string]bool{}
+	count, size, explicit := 0, 0, false
+	for _, k := range keys {
+		if k.text {
+			if seen[k.name] {
+				continue
+			}
+			seen[k.name] = true
+		}
+		count++
+		explicit = explicit || (k.text && k.name == keyDisableModel)
+		item := k.name
+		if k.text {
+			item = quoteKey(k.name)
+		}
+		if k.line > 0 {
+			item += fmt.Sprintf(" (line %d)", k.line)
+		}
+		switch {
+		case size+len(item) <= foreignKeysBudget:
+			listed = append(listed, item)
+			size += len(item) + 2
+		case size <= foreignKeysBudget:
+			listed = append(listed, "...")
+			size = foreignKeysBudget + 1
+		}
+	}
+	if count == 0 {
+		return
+	}
+	hint := "kubeskills keeps such keys, but the Agent Skills reference validator (skills-ref) and the hosts that check skills with it refuse the skill; " +
+		"put keys only some products read under `metadata:`, and check with `kubectl skills validate --strict`"
+	if explicit {
+		hint = "`disable-model-invocation: true` makes the skill Explicit in kubeskills and Claude Code; " + hint
+	}
+	r.portabilityf(fieldFM, fmt.Sprintf("the front matter has %s outside the six of the Agent Skills specification: %s",
+		pluralWord(count, "a key", fmt.Sprintf("%d keys", count)), strings.Join(listed, ", ")), hint)
+}
+
+// quoteKey quotes a front-matter key for a message, cut to 40 characters.
+func quoteKey(key string) string {
+	const limit = 40
+	if utf8.RuneCountInString(key) <= limit {
+		return fmt.Sprintf("%q", key)
+	}
+	return fmt.Sprintf("%q...", string([]rune(key)[:limit-3]))
+}
+
+// pluralWord picks one or many by n.
+func pluralWord(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // agree reports a front-matter key whose value differs from its field.

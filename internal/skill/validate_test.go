@@ -1,8 +1,10 @@
 package skill
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // validSkill is a skill that Validate accepts without a problem.
@@ -15,7 +17,7 @@ func validSkill() *Skill {
 		Metadata:     map[string]string{"author": "me"},
 		Invocation:   InvocationAuto,
 		FrontMatter: "name: pdf-forms\ndescription: Fill in PDF forms. Use when a user asks to fill a form.\n" +
-			"license: MIT\nallowed-tools: Read Bash(python3:*)\nmetadata:\n  author: me\n  openclaw: {emoji: x}\nuser-invocable: true\n",
+			"license: MIT\nallowed-tools: Read Bash(python3:*)\nmetadata:\n  author: me\n  openclaw: {emoji: x}\n",
 		Body:  "# Forms\n\nDo it.\n",
 		Files: []File{{Path: "scripts/fill.py", Content: []byte("print(1)\n"), Executable: true}},
 	}
@@ -39,7 +41,22 @@ func TestValidate(t *testing.T) {
 		{name: "valid explicit", mutate: func(s *Skill) {
 			s.Invocation = InvocationExplicit
 			s.FrontMatter += "disable-model-invocation: true\n"
-		}},
+		}, warnings: []want{{"spec.frontMatter", `a key outside the six of the Agent Skills specification: "disable-model-invocation" (line 9)`}}},
+		{name: "valid explicit without front matter", mutate: func(s *Skill) {
+			s.Invocation, s.FrontMatter = InvocationExplicit, ""
+		}, warnings: []want{{"spec.frontMatter", `a key outside the six of the Agent Skills specification: "disable-model-invocation"`}}},
+		{name: "keys outside the specification", mutate: func(s *Skill) {
+			s.FrontMatter += "user-invocable: true\nargument-hint: \"[x]\"\nuser-invocable2: 1\n? [a, b]\n: c\n"
+		}, warnings: []want{{"spec.frontMatter", `4 keys outside the six of the Agent Skills specification: ` +
+			`"user-invocable" (line 9), "argument-hint" (line 10), "user-invocable2" (line 11), a list (line 12)`}}},
+		{name: "keys outside the specification merged in", mutate: func(s *Skill) {
+			s.FrontMatter = "x-defaults: &d {license: MIT, owner: me}\n<<: [*d, {name: pdf-forms}]\n" + s.FrontMatter
+		}, warnings: []want{{"spec.frontMatter", `2 keys outside the six of the Agent Skills specification: "x-defaults" (line 2), "owner" (line 2)`}}},
+		{name: "many keys outside the specification", mutate: func(s *Skill) {
+			for i := range 100 {
+				s.FrontMatter += fmt.Sprintf("%s-%d: x\n", strings.Repeat("\u00e9", 50), i)
+			}
+		}, warnings: []want{{"spec.frontMatter", "100 keys outside the six of the Agent Skills specification"}}},
 		{name: "disabled agrees with any front matter", mutate: func(s *Skill) { s.Invocation = InvocationDisabled }},
 		{name: "name missing", mutate: func(s *Skill) { s.Name, s.FrontMatter = "", "" },
 			errors: []want{{"metadata.name", "no name"}}},
@@ -153,6 +170,36 @@ func TestValidate(t *testing.T) {
 				t.Errorf("OK() = %v, Err() = %v", r.OK(), r.Err())
 			}
 		})
+	}
+}
+
+// TestPortabilityWarnings checks that the warnings about rules other hosts
+// enforce are marked, and that the one listing keys outside the
+// specification fits in a status entry (1024 characters) however many keys
+// there are.
+func TestPortabilityWarnings(t *testing.T) {
+	s := validSkill()
+	s.Description = strings.Repeat("a", SpecDescriptionLength+1)
+	s.FrontMatter = ""
+	s.Invocation = InvocationExplicit
+	r := Validate(s, Options{})
+	if len(r.Warnings) != 2 || !r.Warnings[0].Portability || !r.Warnings[1].Portability {
+		t.Errorf("warnings %+v, want two marked Portability", r.Warnings)
+	}
+
+	s = validSkill()
+	for i := range 200 {
+		s.FrontMatter += fmt.Sprintf("%s-%d: x\n", strings.Repeat("\U0001F600", 60), i)
+	}
+	r = Validate(s, Options{})
+	if len(r.Warnings) != 1 || r.Warnings[0].Portability != true {
+		t.Fatalf("warnings %+v, want one", r.Warnings)
+	}
+	if n := utf8.RuneCountInString(r.Warnings[0].String()); n > 1024 {
+		t.Errorf("the warning is %d characters long: %s", n, r.Warnings[0])
+	}
+	if !strings.Contains(r.Warnings[0].Message, "200 keys") || !strings.Contains(r.Warnings[0].Message, ", ...") {
+		t.Errorf("warning %q, want the count of keys and a cut list", r.Warnings[0].Message)
 	}
 }
 
