@@ -85,15 +85,24 @@ type judge struct {
 	// unique refuses a second skill of a name already judged, as import
 	// does: both would be one object.
 	unique bool
+	// strict adds the rules of the Agent Skills reference validator
+	// (skills-ref), as errors.
+	strict bool
 	// seen maps each skill name judged so far to its source.
 	seen map[string]string
 }
 
 // folder judges a skill folder: it parses the folder, validates the skill
 // with the folder's name as the expected name, converts it to a Skill object
-// and checks that the object fits in the API server.
+// and checks that the object fits in the API server. With strict, it also
+// applies the reference validator's rules to the folder.
 func (j *judge) folder(dir string) *verdict {
 	v := &verdict{source: dir}
+	if j.strict {
+		// Also when SKILL.md cannot be parsed: the reference validator
+		// reads the file its own way.
+		defer strictFolder(v, dir)
+	}
 	s, skipped, problems := parseFolder(dir)
 	v.errors = append(v.errors, problems...)
 	v.warnings = append(v.warnings, gitSkipWarnings(skipped)...)
@@ -153,6 +162,9 @@ func (j *judge) object(source string, obj *skillsv1.Skill) *verdict {
 	report := skill.Validate(s, skill.Options{ExpectedName: obj.Name, MaxBodyBytes: j.maxBodyBytes})
 	v.errors = append(v.errors, report.Errors...)
 	v.warnings = append(v.warnings, report.Warnings...)
+	if j.strict {
+		strictObject(v, s, obj.Name)
+	}
 	if obj.Spec.Bundle != nil {
 		if len(obj.Spec.Files) > 0 {
 			v.fail(fieldFiles, "spec.files and spec.bundle are both set",

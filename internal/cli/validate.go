@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeskills/kubeskills/internal/skill"
+	"github.com/kubeskills/kubeskills/internal/skillsref"
 )
 
 const validateLong = `Check skill folders and Skill manifests offline, with the rules the operator
@@ -42,6 +43,28 @@ the fields, relative and clean file paths without '..' or duplicates, links
 that stay inside the folder, content that fits in the API server (1,500,000
 bytes of JSON) and in the operator's ConfigMaps.
 
+Front-matter keys outside the six of the Agent Skills specification (name,
+description, license, compatibility, metadata, allowed-tools) and
+descriptions over 1024 characters are warnings: the operator serves such a
+skill, but other hosts may refuse it.
+
+With --strict, each input is also judged by the rules of the Agent Skills
+reference validator, as the npm package skills-ref 0.1.5 applies them
+('skills-ref validate FOLDER'), and every rule it breaks is an error:
+
+  PATH: FIELD: skills-ref RULE: PROBLEM (HINT)
+
+The rules: SKILL.md (or skill.md) starts with '---', and the front matter,
+which ends at the next '---' even inside a line, is a YAML mapping that
+js-yaml reads; only the six keys above; a name that, trimmed and
+NFKC-normalised, is not empty, at most 64 characters, lowercase, without a
+hyphen at either end or two in a row, of letters, digits and hyphens, and
+equal to the folder's name; a description that is not blank and at most 1024
+characters; a compatibility that is text of at most 500 characters. Lengths
+are counted in UTF-16 code units, as JavaScript counts them. A manifest's
+Skill is judged as the folder 'export' would write. Hosts that check skills
+with the reference validator accept what passes --strict.
+
 Exit status: 0 when every input is valid, 1 otherwise.`
 
 const validateExample = `  # Check one skill folder
@@ -49,6 +72,9 @@ const validateExample = `  # Check one skill folder
 
   # Check every skill of a repository, as a CI step
   kubectl skills validate --recursive ./skills
+
+  # Check that other hosts accept them too (the Agent Skills reference rules)
+  kubectl skills validate --strict --recursive ./skills
 
   # Check a manifest and what the cluster holds
   kubectl skills validate skills.yaml
@@ -58,6 +84,7 @@ const validateExample = `  # Check one skill folder
 type validateOptions struct {
 	*Options
 	recursive    bool
+	strict       bool
 	maxBodyBytes int
 }
 
@@ -76,13 +103,15 @@ func newValidateCommand(o *Options) *cobra.Command {
 	flags := cmd.Flags()
 	flags.BoolVarP(&opts.recursive, "recursive", "R", false,
 		"Treat each folder PATH as a repository and check every folder below it that holds a SKILL.md")
+	flags.BoolVar(&opts.strict, "strict", false,
+		"Also apply the rules of the Agent Skills reference validator (skills-ref "+skillsref.Version+"), as errors")
 	addMaxBodyFlag(flags, &opts.maxBodyBytes)
 	return cmd
 }
 
 // run judges every input and prints what it found.
 func (o *validateOptions) run(args []string) error {
-	j := &judge{maxBodyBytes: o.maxBodyBytes}
+	j := &judge{maxBodyBytes: o.maxBodyBytes, strict: o.strict}
 	failed := false
 	for _, arg := range args {
 		for _, v := range o.judgePath(j, arg) {
