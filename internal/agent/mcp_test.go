@@ -254,14 +254,18 @@ func TestMCPNeedsTheToken(t *testing.T) {
 }
 
 // TestMCPSessionsAreBounded: past the session limit a new session is
-// refused with 503 while the open ones go on; a session idle for longer
-// than the idle timeout is closed, which frees its place.
+// refused with 503 while the open ones go on, their streams open and their
+// calls served; a session idle for longer than the idle timeout is closed,
+// which frees its place.
 func TestMCPSessionsAreBounded(t *testing.T) {
 	g := NewWithT(t)
 	const idle = 2 * time.Second
 	f := newFixture(t, options{config: func(c *agent.Config) {
 		c.Server.MCPMaxSessions = 2
 		c.Server.MCPSessionIdle = idle
+		// Each session's notification stream holds a slot: calls still
+		// get theirs.
+		c.Server.MaxConcurrentRequests = 2
 	}})
 	first := f.mcpSession(t, legacyProtocol, nil)
 	f.mcpSession(t, legacyProtocol, nil)

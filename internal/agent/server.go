@@ -64,9 +64,11 @@ func (r *Runtime) Handler() http.Handler {
 	api("GET /v1/skills/{name}", maxSmallBody, r.handleSkill)
 	api("POST /v1/commands", maxCommandBytes, r.handleCommand)
 	if r.mcp != nil {
-		// MCP holds streams open for as long as a session lives, so its
-		// requests take slots of their own, not those of /v1.
-		mcpSlots := make(chan struct{}, r.cfg.Server.MaxConcurrentRequests)
+		// MCP holds a stream open for as long as a session lives (at most
+		// one per session), so its requests take slots of their own, not
+		// those of /v1: one per session for its stream, and as many as /v1
+		// has for calls.
+		mcpSlots := make(chan struct{}, r.cfg.Server.MCPMaxSessions+r.cfg.Server.MaxConcurrentRequests)
 		mux.Handle(mcpPath, r.authorize(limit(mcpSlots, readBody(mcpBodyBytes, r.mcp))))
 	}
 	api("/v1/", maxSmallBody, func(w http.ResponseWriter, _ *http.Request) {
