@@ -22,6 +22,7 @@ import (
 	"github.com/kubeskills/kubeskills/internal/mcpskills"
 	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/skill"
+	"github.com/kubeskills/kubeskills/internal/skillapi"
 )
 
 // Protocol revisions a client may speak: the one of the initialize
@@ -187,9 +188,10 @@ func wireCode(err error) int64 {
 }
 
 // TestMCPServesTheSampleSkills: every sample skill folder, imported as
-// the operator imports it, is served over MCP byte for byte: each file's
-// digest and size in skills/list are those of the file in
-// config/samples/skills, and resources/read returns those bytes.
+// `kubectl skills import` does and served by the operator from its
+// ConfigMaps, is served over MCP byte for byte: each file's digest and size
+// in skills/list are those of the file in config/samples/skills, and
+// resources/read returns those bytes.
 func TestMCPServesTheSampleSkills(t *testing.T) {
 	g := NewWithT(t)
 	root := filepath.Join("..", "..", "config", "samples", "skills")
@@ -202,7 +204,13 @@ func TestMCPServesTheSampleSkills(t *testing.T) {
 		samples = append(samples, s)
 	}
 	g.Expect(samples).To(HaveLen(12))
-	f := newFixture(t, options{store: mount(t, "", samples...)})
+	ns := namespace(t)
+	var names []string
+	for _, s := range samples {
+		g.Expect(k8s.Create(context.Background(), skillapi.ToObject(s, ns))).To(Succeed())
+		names = append(names, s.Name)
+	}
+	f := newFixture(t, options{ns: ns, store: mountServed(t, ns, names...)})
 	cs := f.mcpSession(t, legacyProtocol, nil)
 	list := listSkills(t, cs)
 	g.Expect(list.Skills).To(HaveLen(len(samples)))
