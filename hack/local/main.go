@@ -1,7 +1,9 @@
 // Command local runs kubeskills without a cluster: a real kube-apiserver and
-// etcd (the ones the tests use), the CRDs, the operator in-process, and the
-// samples of config/samples. It writes a kubeconfig and stops everything on
-// Ctrl-C.
+// etcd (the ones the tests use), the CRDs, the operator in-process, the
+// samples of config/samples, and the sample skill folders of
+// config/samples/skills imported as `make demo` imports them. It prints the
+// sample agent's OpenAI-compatible and MCP URLs and token, writes a
+// kubeconfig and stops everything on Ctrl-C.
 //
 //	go run ./hack/local            (what `make run-local` does)
 //	go run ./hack/local --smoke    (start, apply, check, chat once, stop)
@@ -14,24 +16,32 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
+	"github.com/kubeskills/kubeskills/internal/cli"
 	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/mcpskills"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
@@ -114,6 +124,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	kubectl := kubectlFunc(env, kubeconfig, out)
+	skills, manifest, err := importSampleSkills(o.stateDir, out)
+	if err != nil {
+		return err
+	}
+	if err := kubectl(ctx, "apply", "--server-side", "-f", manifest); err != nil {
+		return err
+	}
 	if err := kubectl(ctx, "apply", "-k", filepath.Join(testenv.RepoRoot(), "config", "samples")); err != nil {
 		return err
 	}
@@ -129,7 +146,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if o.smoke {
-		return smoke(ctx, kubectl, agent, out)
+		return smoke(ctx, kubectl, agent, skills, out)
 	}
 	bin := filepath.Join(testenv.RepoRoot(), "bin")
 	fmt.Fprintf(out, `
@@ -140,18 +157,26 @@ kubeskills runs locally (logs: %s, %s).
   kubectl get skills,agents,commandpolicies,commandruns
   kubectl describe skill cluster-health
 
-The sample agent "ops" listens on %s (its model: --model-base-url, --model-name):
+The sample agent "ops" serves the sample skills (its model: --model-base-url,
+--model-name) on one port, behind one token:
+
+%s
+Chat with it:
 
   curl -s %s/v1/chat/completions -H 'Authorization: Bearer %s' \
     -H 'Content-Type: application/json' \
     -d '{"model":"ops","messages":[{"role":"user","content":"Is the cluster healthy?"}]}'
+
+Or connect any MCP client to the MCP URL with the same Authorization
+header: it lists the skills (skills/list), reads their files
+(resources/read) and runs commands (run_command) under the same policy.
 
 Commands the agent asks for appear in 'kubectl skills list --pending'; approve
 one with 'kubectl skills approve NAME'. There is no kubelet here: approved
 commands get their sandbox Job, which only a real cluster runs.
 
 Press Ctrl-C to stop.
-`, logFile.Name(), agent.log, kubeconfig, bin, filepath.Dir(env.KubectlPath()), agent.url, agent.url, agent.token)
+`, logFile.Name(), agent.log, kubeconfig, bin, filepath.Dir(env.KubectlPath()), endpoints(agent), agent.url, agent.token)
 	select {
 	case <-ctx.Done():
 		return nil
@@ -162,9 +187,9 @@ Press Ctrl-C to stop.
 }
 
 // smoke checks what a newcomer sees: every kind is served, the samples are
-// Ready, the agent serves its catalog behind its token, and a chat is
-// answered.
-func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, agent *localAgent, out io.Writer) error {
+// Ready, the agent serves every sample skill behind its token, on /v1 and
+// to an MCP client at the MCP URL it prints, and a chat is answered.
+func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, agent *localAgent, skills []string, out io.Writer) error {
 	if err := kubectl(ctx, "wait", "--for=condition=Ready", "--timeout=60s", "skills", "--all"); err != nil {
 		return err
 	}
@@ -172,16 +197,33 @@ func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, 
 		return err
 	}
 	// The local runtime loads the Agent's catalog once the operator has
-	// written it (the Agent is never Ready here: no kubelet runs its
-	// Deployment): ask until it lists a skill, for a while.
-	var body []byte
+	// written it, and again as it grows (the Agent is never Ready here: no
+	// kubelet runs its Deployment): ask until it lists every sample skill,
+	// for a while.
+	var served []string
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		var err error
-		if body, err = agentCall(ctx, agent, http.MethodGet, "/v1/skills", ""); err != nil {
+		body, err := agentCall(ctx, agent, http.MethodGet, "/v1/skills", "")
+		if err != nil {
 			return err
 		}
-		if !bytes.Contains(body, []byte(`"skills":[]`)) || time.Now().After(deadline) {
+		var catalog struct {
+			Skills []struct {
+				Name string `json:"name"`
+			} `json:"skills"`
+		}
+		if err := json.Unmarshal(body, &catalog); err != nil {
+			return fmt.Errorf("GET /v1/skills answered what is not a catalog: %w: %s", err, body)
+		}
+		served = served[:0]
+		for _, sk := range catalog.Skills {
+			served = append(served, sk.Name)
+		}
+		slices.Sort(served)
+		if slices.Equal(served, skills) {
 			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the agent serves the skills %v, not the sample skills %v", served, skills)
 		}
 		select {
 		case <-ctx.Done():
@@ -189,7 +231,11 @@ func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, 
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	fmt.Fprintf(out, "GET /v1/skills: %s\n", body)
+	fmt.Fprintf(out, "GET /v1/skills: %d skills: %s\n", len(served), strings.Join(served, " "))
+	fmt.Fprintf(out, "The sample agent \"ops\" serves:\n%s", endpoints(agent))
+	if err := mcpSmoke(ctx, agent, skills, out); err != nil {
+		return err
+	}
 	answer, err := agentCall(ctx, agent, http.MethodPost, "/v1/chat/completions",
 		`{"model":"ops","messages":[{"role":"user","content":"Is the cluster healthy?"}]}`)
 	if err != nil {
@@ -197,6 +243,156 @@ func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, 
 	}
 	fmt.Fprintf(out, "POST /v1/chat/completions: %s\n", answer)
 	return nil
+}
+
+// endpoints lists where the sample agent listens, its OpenAI-compatible API
+// and its MCP endpoint, and the bearer token both take.
+func endpoints(agent *localAgent) string {
+	return fmt.Sprintf("  OpenAI-compatible API:  %s/v1\n  MCP (streamable HTTP):  %s/mcp\n  Bearer token:           %s\n",
+		agent.url, agent.url, agent.token)
+}
+
+// bearer sends the agent's token with every request.
+type bearer string
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// mcpSmoke connects the official Go SDK's client to the MCP URL it printed,
+// with the token it printed, as an MCP host would: skills/list must list
+// the sample skills, every file with the digest and size of its bytes in
+// the sample folder, and resources/read must give cluster-health's
+// SKILL.md back as the folder holds it.
+func mcpSmoke(ctx context.Context, agent *localAgent, skills []string, out io.Writer) error {
+	c := mcp.NewClient(&mcp.Implementation{Name: "run-local", Version: "v1"}, nil)
+	if err := mcp.AddSendingCustomMethod[*mcpskills.ListParams, *mcpskills.ListResult](c, mcpskills.MethodList); err != nil {
+		return err
+	}
+	transport := &mcp.StreamableClientTransport{Endpoint: agent.url + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer(agent.token)}, MaxRetries: -1}
+	cs, err := c.Connect(ctx, transport, nil)
+	if err != nil {
+		return fmt.Errorf("failed to connect to %s/mcp: %w", agent.url, err)
+	}
+	defer func() { _ = cs.Close() }()
+
+	var listed []mcpskills.Skill
+	err = poll(ctx, 30*time.Second, func() (bool, error) {
+		listed = listed[:0]
+		params := &mcpskills.ListParams{}
+		for {
+			page, err := mcp.CallCustomMethod[*mcpskills.ListParams, *mcpskills.ListResult](ctx, cs, mcpskills.MethodList, params)
+			if err != nil {
+				return false, fmt.Errorf("skills/list: %w", err)
+			}
+			listed = append(listed, page.Skills...)
+			if page.NextCursor == "" {
+				break
+			}
+			params.Cursor = page.NextCursor
+		}
+		return len(listed) == len(skills), nil
+	})
+	if err != nil {
+		return fmt.Errorf("skills/list of %s/mcp lists %d skills, not the %d sample skills: %w", agent.url, len(listed), len(skills), err)
+	}
+	root := filepath.Join(testenv.RepoRoot(), "config", "samples", "skills")
+	var names []string
+	files := 0
+	for _, sk := range listed {
+		name, _, err := mcpskills.ParseURI(sk.URI)
+		if err != nil {
+			return fmt.Errorf("skills/list: %w", err)
+		}
+		names = append(names, name)
+		want, err := folderResources(filepath.Join(root, name), name)
+		if err != nil {
+			return err
+		}
+		got := map[string]mcpskills.SkillResource{}
+		for _, r := range sk.Resources.Files {
+			got[r.URI] = r
+		}
+		if !maps.Equal(got, want) {
+			return fmt.Errorf("skills/list: the files of %s are not those of its folder in config/samples/skills:\n served %v\n folder %v", sk.URI, got, want)
+		}
+		files += len(got)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, skills) {
+		return fmt.Errorf("skills/list lists %v, not the sample skills %v", names, skills)
+	}
+	uri := mcpskills.SkillURI("cluster-health")
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri})
+	if err != nil {
+		return fmt.Errorf("resources/read %s: %w", uri, err)
+	}
+	folder, err := os.ReadFile(filepath.Join(root, "cluster-health", "SKILL.md"))
+	if err != nil {
+		return err
+	}
+	if len(res.Contents) != 1 || res.Contents[0].Text != string(folder) {
+		return fmt.Errorf("resources/read %s is not the SKILL.md of config/samples/skills/cluster-health", uri)
+	}
+	fmt.Fprintf(out, "MCP skills/list: %d skills, %d files, each the bytes of its folder in config/samples/skills\n", len(names), files)
+	return nil
+}
+
+// folderResources is what a Skills extension entry lists for the skill
+// folder dir: each file's URI, digest and size.
+func folderResources(dir, name string) (map[string]mcpskills.SkillResource, error) {
+	resources := map[string]mcpskills.SkillResource{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		r := mcpskills.FileResource(name, filepath.ToSlash(rel), data)
+		resources[r.URI] = r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the sample skill folder %s: %w", dir, err)
+	}
+	return resources, nil
+}
+
+// importSampleSkills writes the Skill manifests of the sample skill folders
+// of config/samples/skills to dir/skills.yaml, as `make demo` imports them
+// (`kubectl skills import -n default config/samples/skills/*`), and returns
+// the skills' names, sorted, and the manifest's path. The import's warnings
+// are printed to out.
+func importSampleSkills(dir string, out io.Writer) ([]string, string, error) {
+	folders, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "skills", "*"))
+	if err != nil || len(folders) == 0 {
+		return nil, "", fmt.Errorf("found no sample skill folders in config/samples/skills (%v)", err)
+	}
+	var manifest, warnings bytes.Buffer
+	streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &manifest, ErrOut: &warnings}
+	if cli.Execute(append([]string{"import", "-n", "default"}, folders...), streams) != cli.ExitOK {
+		return nil, "", fmt.Errorf("failed to import the sample skills:\n%s", warnings.String())
+	}
+	_, _ = out.Write(warnings.Bytes())
+	path := filepath.Join(dir, "skills.yaml")
+	if err := os.WriteFile(path, manifest.Bytes(), 0o644); err != nil {
+		return nil, "", fmt.Errorf("failed to write the sample skills' manifest: %w", err)
+	}
+	names := make([]string, len(folders))
+	for i, f := range folders {
+		names[i] = filepath.Base(f)
+	}
+	slices.Sort(names)
+	return names, path, nil
 }
 
 // agentCall calls the agent's API with its token and returns the body of a

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -15,7 +19,9 @@ import (
 // TestSmoke runs the local demo as `make run-local` does, in its smoke mode:
 // the control plane starts, the samples apply and become Ready, kubectl
 // lists every kind (it fails on a kind the API server does not serve), and
-// the sample agent, the real agent binary, serves its catalog and answers a
+// the sample agent, the real agent binary, serves the sample skill folders
+// that `make demo` serves, prints its OpenAI-compatible and MCP URLs and its
+// token, serves the folders' bytes to an MCP client there, and answers a
 // chat through a scripted model.
 func TestSmoke(t *testing.T) {
 	dir := t.TempDir()
@@ -28,21 +34,58 @@ func TestSmoke(t *testing.T) {
 	if err := run(context.Background(), o, &out); err != nil {
 		t.Fatalf("run-local failed: %v\n%s", err, out.String())
 	}
+	folders, err := os.ReadDir(filepath.Join(testenv.RepoRoot(), "config", "samples", "skills"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var samples []string
+	files := 0
+	for _, f := range folders {
+		samples = append(samples, f.Name())
+		err := filepath.WalkDir(filepath.Join(testenv.RepoRoot(), "config", "samples", "skills", f.Name()), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				files++
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	token, err := os.ReadFile(filepath.Join(o.stateDir, "agent", "token"))
+	if err != nil || len(token) == 0 {
+		t.Fatalf("no agent token in the state directory: %v", err)
+	}
 	for _, want := range []string{
 		"skill.kubeskills.io/cluster-health condition met",
+		"skill.kubeskills.io/pvc-resize condition met",
 		"commandpolicy.kubeskills.io/read-only",
 		"agent.kubeskills.io/ops",
-		`GET /v1/skills: {`,
-		`"name":"cluster-health"`,
+		fmt.Sprintf("GET /v1/skills: %d skills: %s\n", len(samples), strings.Join(samples, " ")),
+		"Bearer token:           " + string(token) + "\n",
+		fmt.Sprintf("MCP skills/list: %d skills, %d files, each the bytes of its folder in config/samples/skills\n", len(samples), files),
 		"The cluster is healthy: 3 nodes Ready.",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+	// Both URLs are on the agent's one listener.
+	urls := regexp.MustCompile(`(?m)^  OpenAI-compatible API:  (http://127\.0\.0\.1:\d+)/v1\n  MCP \(streamable HTTP\):  (\S+)\n`).
+		FindStringSubmatch(out.String())
+	if urls == nil || urls[2] != urls[1]+"/mcp" {
+		t.Errorf("the output does not give the MCP URL beside the OpenAI one (%q):\n%s", urls, out.String())
+	}
+	// The model is sent the catalog of the sample folders: cluster-health
+	// as its folder describes it, not as another manifest would.
 	reqs := model.Requests()
-	if len(reqs) == 0 || !strings.Contains(reqs[0].System(), "cluster-health") {
-		t.Errorf("the model was not sent the catalog: %+v", reqs)
+	if len(reqs) == 0 {
+		t.Fatal("the model was never asked")
+	}
+	for _, want := range []string{"(nodes, control-plane and system pods, warning events, pending workloads)", "pvc-resize"} {
+		if !strings.Contains(reqs[0].System(), want) {
+			t.Errorf("the model was not sent the sample folders' catalog (it lacks %q): %s", want, reqs[0].System())
+		}
 	}
 }
 
