@@ -140,7 +140,7 @@ func TestAgentRunsWithItsCatalog(t *testing.T) {
 	))
 	g.Expect(a.Status.SkillCount).To(Equal(int32(2)))
 	g.Expect(a.Status.Endpoint).To(Equal("http://agent-ops." + ns + ".svc"))
-	g.Expect(a.Status.MCPEndpoint).To(Equal("http://agent-ops." + ns + ".svc/mcp"), "MCP is on unless turned off")
+	g.Expect(a.Status.MCPEndpoint).To(Equal("http://agent-ops."+ns+".svc/mcp"), "MCP is on unless turned off")
 	g.Expect(a.Status.TokenSecretName).To(Equal("ops-token"))
 	g.Expect(a.Status.Warnings).To(ConsistOf(`skill health expects "Bash(rm:*)", which CommandPolicy ops-policy never allows`))
 	ready := condition(a.Status.Conditions, skillsv1.ReadyCondition)
