@@ -55,7 +55,7 @@ envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cach
 	@hack/build-k8s.sh kube-apiserver etcd kubectl >/dev/null
 
 .PHONY: test-tools
-test-tools: ## Install the Debian packages the tests need (dash and busybox-static).
+test-tools: ## Install the Debian packages the tests need (dash, busybox-static, nodejs and npm).
 	@hack/test-tools.sh
 
 .PHONY: test
@@ -142,7 +142,7 @@ E2E_FLAGS ?=
 export E2E_LATENCY_RUNS
 
 .PHONY: e2e
-e2e: helm ## Run the end-to-end tests on a fresh local cluster, then tear it down and check nothing is left.
+e2e: helm test-tools ## Run the end-to-end tests on a fresh local cluster, then tear it down and check nothing is left.
 	hack/cluster/down.sh
 	hack/cluster/up.sh
 	go test -tags e2e -count=1 -timeout 40m -v -run '^TestEndToEnd$$' $(E2E_FLAGS) ./test/e2e/; rc=$$?; hack/cluster/down.sh; exit $$rc

@@ -89,12 +89,17 @@ type state struct {
 	podUID types.UID
 	// kube is the API of the agent whose commands have an identity.
 	kube agentAPI
+	// mcpClient is the directory of the installed MCP client
+	// (installMCPClient).
+	mcpClient string
 }
 
 // TestEndToEnd is the loop a user runs, step by step; a step that fails
 // stops the ones after it, which build on it.
 func TestEndToEnd(t *testing.T) {
-	s := &state{}
+	// The MCP client's npm packages, installed before anything starts, so
+	// that a machine without Node.js fails at once, not midway.
+	s := &state{mcpClient: installMCPClient(t)}
 	steps := []struct {
 		name string
 		run  func(*testing.T, *state)
@@ -111,12 +116,13 @@ func TestEndToEnd(t *testing.T) {
 		{"9 manager restart mid-run", managerRestart},
 		{"10 command latency", latency},
 		{"11 commands operate the cluster with the policy's identity", commandsOperateTheCluster},
-		{"12 the token stays in the sandbox and dies with it", tokenStaysInTheSandbox},
-		{"13 the fence holds without identity and opens exactly", fenceHolds},
-		{"14 the doctor passes and finds an allow-all egress policy", doctorFindsAnOpenFence},
-		{"15 a skill served from an image runs in the sandbox", skillFromImage},
-		{"16 chaos: faults while commands run (short form)", chaosShort},
-		{"17 the doctor finds a stopped enforcer", doctorFindsAStoppedEnforcer},
+		{"12 an MCP client lists the skills, reads their files and runs a command", mcpClientDrivesTheAgent},
+		{"13 the token stays in the sandbox and dies with it", tokenStaysInTheSandbox},
+		{"14 the fence holds without identity and opens exactly", fenceHolds},
+		{"15 the doctor passes and finds an allow-all egress policy", doctorFindsAnOpenFence},
+		{"16 a skill served from an image runs in the sandbox", skillFromImage},
+		{"17 chaos: faults while commands run (short form)", chaosShort},
+		{"18 the doctor finds a stopped enforcer", doctorFindsAStoppedEnforcer},
 	}
 	for _, step := range steps {
 		start := time.Now()

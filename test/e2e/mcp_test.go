@@ -1,0 +1,292 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// The MCP client of test/e2e/mcp: client.mjs, run by node with the npm
+// packages its package-lock.json pins (the official TypeScript SDK,
+// @modelcontextprotocol/sdk). installMCPClient installs them with `npm ci`
+// into bin/e2e/mcp, which git ignores, once per lockfile.
+const (
+	mcpClientSource = "test/e2e/mcp"
+	mcpClientScript = "client.mjs"
+	// mcpLockStamp, in node_modules, holds the SHA-256 of the
+	// package-lock.json the packages were installed from.
+	mcpLockStamp = ".kubeskills-lock-sha256"
+	// nodeMajor is the oldest Node.js the SDK runs on.
+	nodeMajor = 18
+)
+
+// installMCPClient copies the MCP client to bin/e2e/mcp and installs its
+// pinned packages there with `npm ci`, unless the packages of the same
+// lockfile are there from an earlier run. It returns the directory.
+func installMCPClient(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join(c.root, mcpClientSource)
+	dir := filepath.Join(c.root, "bin", "e2e", "mcp")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var lock []byte
+	for _, name := range []string{"package.json", "package-lock.json", mcpClientScript} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatalf("failed to read the MCP client: %v", err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if name == "package-lock.json" {
+			lock = data
+		}
+	}
+	sum := sha256.Sum256(lock)
+	want := hex.EncodeToString(sum[:])
+	stamp := filepath.Join(dir, "node_modules", mcpLockStamp)
+	if got, err := os.ReadFile(stamp); err == nil && string(got) == want {
+		return dir
+	}
+
+	out, err := exec.Command("node", "--version").Output()
+	if err != nil {
+		t.Fatalf("the MCP client needs Node.js %d or later and npm (make test-tools installs Debian's): %v", nodeMajor, err)
+	}
+	version := strings.TrimSpace(string(out))
+	if major, err := strconv.Atoi(strings.SplitN(strings.TrimPrefix(version, "v"), ".", 2)[0]); err != nil || major < nodeMajor {
+		t.Fatalf("the MCP client needs Node.js %d or later; node is %s", nodeMajor, version)
+	}
+	start := time.Now()
+	npm := exec.Command("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
+	npm.Dir = dir
+	if out, err := npm.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci of the MCP client in %s failed: %v\n%s", dir, err, out)
+	}
+	if err := os.WriteFile(stamp, []byte(want), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("installed the MCP client's packages (node %s) in %.1fs", version, time.Since(start).Seconds())
+	return dir
+}
+
+// mcpSeen is what client.mjs prints.
+type mcpSeen struct {
+	ProtocolVersion     string          `json:"protocolVersion"`
+	SkillsExtension     json.RawMessage `json:"skillsExtension"`
+	ResourcesCapability bool            `json:"resourcesCapability"`
+	Skills              []mcpSkill      `json:"skills"`
+	Get                 *struct {
+		URI         string `json:"uri"`
+		MatchesList bool   `json:"matchesList"`
+	} `json:"get"`
+	Reads []struct {
+		Skill        string `json:"skill"`
+		URI          string `json:"uri"`
+		Size         int    `json:"size"`
+		Digest       string `json:"digest"`
+		ListedSize   int    `json:"listedSize"`
+		ListedDigest string `json:"listedDigest"`
+		Verified     bool   `json:"verified"`
+	} `json:"reads"`
+	Tools []struct {
+		Name        string `json:"name"`
+		Annotations *struct {
+			ReadOnlyHint *bool `json:"readOnlyHint"`
+		} `json:"annotations"`
+	} `json:"tools"`
+	Run struct {
+		Command string        `json:"command"`
+		First   mcpToolResult `json:"first"`
+		Last    mcpToolResult `json:"last"`
+		Polls   int           `json:"polls"`
+	} `json:"run"`
+}
+
+// mcpSkill is a Skill entry of the Skills extension.
+type mcpSkill struct {
+	URI         string `json:"uri"`
+	Frontmatter struct {
+		Name        string `json:"name"`
+		Description string `json:"description"`
+	} `json:"frontmatter"`
+	Resources []struct {
+		URI    string `json:"uri"`
+		Digest string `json:"digest"`
+		Size   int    `json:"size"`
+	} `json:"resources"`
+}
+
+// mcpToolResult is a run_command or command_status result as the client
+// saw it.
+type mcpToolResult struct {
+	IsError           bool          `json:"isError"`
+	StructuredContent commandResult `json:"structuredContent"`
+	TextMatches       bool          `json:"textMatches"`
+}
+
+// runMCPClient runs client.mjs against url with token and returns what it
+// saw; it fails the test when the client fails.
+func runMCPClient(t *testing.T, dir, url, token, command string) mcpSeen {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, mcpClientScript), url, command)
+	cmd.Env = append(os.Environ(), "MCP_TOKEN="+token)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the MCP client failed: %v\n%s%s", err, stderr.String(), stdout.String())
+	}
+	var seen mcpSeen
+	if err := json.Unmarshal(stdout.Bytes(), &seen); err != nil {
+		t.Fatalf("the MCP client printed what is not its report: %v\n%s", err, stdout.String())
+	}
+	t.Logf("the MCP client (protocol %s) saw %d skills, read %d files, and ran %q: %s",
+		seen.ProtocolVersion, len(seen.Skills), len(seen.Reads), command, seen.Run.Last.StructuredContent.Phase)
+	return seen
+}
+
+// mcpClientDrivesTheAgent: an MCP host that is not kubeskills's own, the
+// official TypeScript SDK, reaches the kube agent's /mcp through its
+// Service with the agent's token. It lists the agent's catalog through the
+// Skills extension, reads every file of it with resources/read and checks
+// each SHA-256 and size against the listing, which also match the folder
+// `kubectl skills export` writes; and run_command runs
+// `kubectl get pods -o name`, Always by the kube agent's policy, in a
+// sandbox with the policy's identity, with the cluster's real pods as its
+// output.
+func mcpClientDrivesTheAgent(t *testing.T, s *state) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	url := s.kube.url + "/mcp"
+
+	// No token or a wrong one: no session.
+	initialize := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "e2e", "version": "1"}}}
+	for _, token := range []string{"", "not-" + s.kube.token} {
+		status, body := postJSONStatus(t, url, token, initialize)
+		g.Expect(status).To(Equal(http.StatusUnauthorized), "POST /mcp with the token %q: %s", token, body)
+	}
+
+	seen := runMCPClient(t, s.mcpClient, url, s.kube.token, "kubectl get pods -o name")
+
+	// The listing is the agent's catalog.
+	var agent skillsv1.Agent
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: kubeAgent}, &agent)).To(Succeed())
+	var catalog, listed []string
+	for _, sk := range agent.Status.Skills {
+		catalog = append(catalog, sk.Name)
+	}
+	g.Expect(catalog).NotTo(BeEmpty())
+	g.Expect(seen.SkillsExtension).NotTo(BeEmpty(), "the server does not declare io.modelcontextprotocol/skills")
+	g.Expect(string(seen.SkillsExtension)).NotTo(Equal("null"), "the server does not declare io.modelcontextprotocol/skills")
+	g.Expect(seen.ResourcesCapability).To(BeTrue(), "the server does not declare resources")
+	for _, sk := range seen.Skills {
+		listed = append(listed, sk.Frontmatter.Name)
+		g.Expect(sk.URI).To(Equal("skill://"+sk.Frontmatter.Name+"/SKILL.md"), "entry %s", sk.Frontmatter.Name)
+		g.Expect(sk.Frontmatter.Description).NotTo(BeEmpty(), "entry %s", sk.URI)
+	}
+	g.Expect(listed).To(ConsistOf(catalog), "skills/list is not the agent's catalog")
+	g.Expect(seen.Get).NotTo(BeNil())
+	g.Expect(seen.Get.MatchesList).To(BeTrue(), "skills/get of %s differs from its skills/list entry", seen.Get.URI)
+
+	// Every file was read and is what its entry says; the entries are the
+	// files `kubectl skills export` writes, byte for byte.
+	files := 0
+	for _, sk := range seen.Skills {
+		files += len(sk.Resources)
+		exported := exportedFiles(t, sk.Frontmatter.Name)
+		served := map[string]string{}
+		for _, r := range sk.Resources {
+			path, ok := strings.CutPrefix(r.URI, "skill://"+sk.Frontmatter.Name+"/")
+			g.Expect(ok).To(BeTrue(), "file %s of %s", r.URI, sk.URI)
+			served[path] = fmt.Sprintf("%s %d", r.Digest, r.Size)
+		}
+		g.Expect(served).To(Equal(exported), "the files of %s are not those kubectl skills export writes", sk.URI)
+	}
+	g.Expect(seen.Reads).To(HaveLen(files))
+	for _, r := range seen.Reads {
+		g.Expect(r.Verified).To(BeTrue(), "%s: read %d bytes, %s; listed %d bytes, %s", r.URI, r.Size, r.Digest, r.ListedSize, r.ListedDigest)
+	}
+
+	// The tools, and which only read.
+	readOnly := map[string]bool{}
+	for _, tool := range seen.Tools {
+		readOnly[tool.Name] = tool.Annotations != nil && tool.Annotations.ReadOnlyHint != nil && *tool.Annotations.ReadOnlyHint
+	}
+	g.Expect(readOnly).To(HaveKeyWithValue("run_command", false))
+	g.Expect(readOnly).To(HaveKeyWithValue("command_status", true))
+
+	// run_command ran the command in a sandbox, as the policy's identity,
+	// and its output is the cluster's pods.
+	for _, res := range []mcpToolResult{seen.Run.First, seen.Run.Last} {
+		g.Expect(res.TextMatches).To(BeTrue(), "a tool result's text is not its structured content: %+v", res)
+	}
+	res := seen.Run.Last.StructuredContent
+	g.Expect(seen.Run.Last.IsError).To(BeFalse(), res.Message)
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseSucceeded)), "%s %s", res.Message, res.Stderr)
+	g.Expect(res.ExitCode).To(HaveValue(BeEquivalentTo(0)))
+	g.Expect(res.Decision).NotTo(BeNil())
+	g.Expect(res.Decision.Action).To(Equal("Always"))
+	g.Expect(res.Stdout).To(MatchRegexp(`^(pod/\S+\n)+$`), "not the output of kubectl get pods -o name")
+	g.Expect(res.Stdout).To(MatchRegexp(`(?m)^pod/web-`))
+	g.Expect(res.Stdout).To(MatchRegexp(`(?m)^pod/model-`))
+	var run skillsv1.CommandRun
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: res.Run}, &run)).To(Succeed())
+	g.Expect(run.Spec.Agent).To(Equal(kubeAgent))
+	g.Expect(run.Spec.Command).To(Equal("kubectl get pods -o name"))
+	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
+	g.Expect(run.Status.ServiceAccountName).To(Equal(viewer))
+}
+
+// exportedFiles writes the Skill name with `kubectl skills export` and
+// returns each file's path in the folder with its digest and size, as a
+// Skills extension entry gives them ("sha256:HEX SIZE").
+func exportedFiles(t *testing.T, name string) map[string]string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	c.mustKubectl(t, "skills", "export", name, "-n", ns, "-o", dir)
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(data)
+		files[filepath.ToSlash(rel)] = fmt.Sprintf("sha256:%s %d", hex.EncodeToString(sum[:]), len(data))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
