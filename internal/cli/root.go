@@ -117,12 +117,13 @@ agents.
   list          lists CommandRuns (--pending: those waiting for a person)
   doctor        tells whether a cluster is fit for kubeskills, and proves the
                 sandbox's network fence with canary pods
+  mcp           serves an Agent's MCP endpoint over stdio, for MCP hosts
 
 Problems are printed one per line as PATH: FIELD: PROBLEM (HINT), where FIELD
 is the Skill field concerned. A command that finds a problem exits with 1.
 
 The plugin reads the kubeconfig like kubectl does; only commands that talk to
-a cluster (export NAME, approve, deny, list, doctor) use it.`
+a cluster (export NAME, approve, deny, list, doctor, mcp) use it.`
 
 // NewRootCommand returns the `kubectl skills` command and its subcommands.
 func NewRootCommand(o *Options) *cobra.Command {
@@ -149,6 +150,7 @@ func NewRootCommand(o *Options) *cobra.Command {
 		newDenyCommand(o),
 		newListCommand(o),
 		newDoctorCommand(o),
+		newMCPCommand(o),
 	)
 	return cmd
 }
