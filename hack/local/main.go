@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"net/http"
 	"os"
@@ -308,7 +307,7 @@ func mcpSmoke(ctx context.Context, agent *localAgent, skills []string, out io.Wr
 			return fmt.Errorf("skills/list: %w", err)
 		}
 		names = append(names, name)
-		want, err := folderResources(filepath.Join(root, name), name)
+		want, err := mcpskills.FolderResources(filepath.Join(root, name), name)
 		if err != nil {
 			return err
 		}
@@ -339,32 +338,6 @@ func mcpSmoke(ctx context.Context, agent *localAgent, skills []string, out io.Wr
 	}
 	fmt.Fprintf(out, "MCP skills/list: %d skills, %d files, each the bytes of its folder in config/samples/skills\n", len(names), files)
 	return nil
-}
-
-// folderResources is what a Skills extension entry lists for the skill
-// folder dir: each file's URI, digest and size.
-func folderResources(dir, name string) (map[string]mcpskills.SkillResource, error) {
-	resources := map[string]mcpskills.SkillResource{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		r := mcpskills.FileResource(name, filepath.ToSlash(rel), data)
-		resources[r.URI] = r
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("failed to read the sample skill folder %s: %w", dir, err)
-	}
-	return resources, nil
 }
 
 // importSampleSkills writes the Skill manifests of the sample skill folders

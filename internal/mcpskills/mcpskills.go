@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -169,6 +171,33 @@ func Digest(data []byte) string {
 // FileResource is the manifest entry of one file of a skill.
 func FileResource(name, path string, data []byte) SkillResource {
 	return SkillResource{URI: URI(name, path), Digest: Digest(data), Size: len(data)}
+}
+
+// FolderResources is what an entry lists for the skill folder dir, served
+// as the skill name: each file's URI, digest and size, by URI. A host
+// compares it with an entry to check that a served skill is the folder.
+func FolderResources(dir, name string) (map[string]SkillResource, error) {
+	resources := map[string]SkillResource{}
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		r := FileResource(name, filepath.ToSlash(rel), data)
+		resources[r.URI] = r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the skill folder %s: %w", dir, err)
+	}
+	return resources, nil
 }
 
 // Frontmatter returns the front matter of a SKILL.md as a JSON object,

@@ -2,6 +2,9 @@ package mcpskills
 
 import (
 	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -77,5 +80,35 @@ func TestFrontmatterIsVerbatim(t *testing.T) {
 		if _, err := Frontmatter([]byte(bad)); err == nil {
 			t.Errorf("Frontmatter(%q) gave no error", bad)
 		}
+	}
+}
+
+func TestFolderResources(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "SKILL.md"), "---\nname: pdf\ndescription: d\n---\nbody\n")
+	writeFile(t, filepath.Join(dir, "scripts", "run.sh"), "#!/bin/sh\n")
+	got, err := FolderResources(dir, "pdf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]SkillResource{
+		"skill://pdf/SKILL.md":       FileResource("pdf", "SKILL.md", []byte("---\nname: pdf\ndescription: d\n---\nbody\n")),
+		"skill://pdf/scripts/run.sh": {URI: "skill://pdf/scripts/run.sh", Digest: Digest([]byte("#!/bin/sh\n")), Size: 10},
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("FolderResources = %v, want %v", got, want)
+	}
+	if _, err := FolderResources(filepath.Join(dir, "nope"), "nope"); err == nil {
+		t.Error("a missing folder gave no error")
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
