@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -131,14 +130,7 @@ func TestMCPBridgeThroughPortForward(t *testing.T) {
 		t.Errorf("tools/call answered %v", call)
 	}
 	_ = host.in.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the bridge ended with %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the bridge did not end when stdin closed")
-	}
+	waitEnd(t, done, "when stdin closed")
 	if !agent.seen(http.MethodDelete) {
 		t.Error("the session was not ended with a DELETE")
 	}

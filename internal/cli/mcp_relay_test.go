@@ -169,6 +169,20 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.Buffer.Write(p)
 }
 
+// waitEnd waits for the bridge to end without an error, as it should
+// `when`.
+func waitEnd(t *testing.T, done <-chan error, when string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the bridge ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the bridge did not end " + when)
+	}
+}
+
 func (h *testHost) send(line string) {
 	h.t.Helper()
 	if _, err := io.WriteString(h.in, line+"\n"); err != nil {
@@ -277,14 +291,7 @@ func TestMCPBridgeRelays(t *testing.T) {
 	}
 
 	_ = host.in.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the bridge ended with %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the bridge did not end when stdin closed")
-	}
+	waitEnd(t, done, "when stdin closed")
 	agent.mu.Lock()
 	defer agent.mu.Unlock()
 	for i, a := range agent.auth {
@@ -319,14 +326,7 @@ func TestMCPBridgeAnswersAfterStdinCloses(t *testing.T) {
 	if call, _ := host.answer(2); !strings.Contains(fmt.Sprint(field(call, "result", "content")), "last words") {
 		t.Errorf("tools/call answered %v", call)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the bridge ended with %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the bridge did not end once the call was answered")
-	}
+	waitEnd(t, done, "once the call was answered")
 }
 
 // TestMCPBridgeRefusedToken: a wrong token answers the host's initialize
