@@ -55,6 +55,8 @@ const (
 	DefaultChatTimeout           = 30 * time.Minute
 	DefaultMaxConcurrentRequests = 32
 	DefaultMaxConnections        = 256
+	DefaultMCPMaxSessions        = 32
+	DefaultMCPSessionIdle        = 10 * time.Minute
 )
 
 // withDefaults fills in the unset limits.

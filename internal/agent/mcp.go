@@ -45,11 +45,13 @@ const (
 	// mcpTTL is the freshness hint of skill listings and reads: a change
 	// reaches open sessions as a notification, so hosts may cache a while.
 	mcpTTL = 60 * time.Second
-	// Defaults of the session limits.
-	DefaultMCPMaxSessions  = 32
-	DefaultMCPSessionIdle  = 10 * time.Minute
-	metaInvocation         = "kubeskills.io/invocation"
-	metaContentHash        = "kubeskills.io/contentHash"
+	// metaInvocation and metaContentHash are the keys of what the server
+	// adds to a skill's entry and to its SKILL.md resource, under the
+	// project's own prefix, as the extension asks.
+	metaInvocation  = "kubeskills.io/invocation"
+	metaContentHash = "kubeskills.io/contentHash"
+	// skillFileTemplate reaches every file of every skill; resources/list
+	// lists only each skill's SKILL.md.
 	skillFileTemplate      = mcpskills.Scheme + "://{skill}/{+path}"
 	mcpServerInstructions  = "This server is the kubeskills agent %s. Its skills are listed by skills/list (the MCP Skills extension) and read as skill://NAME/PATH resources. Commands run only through run_command, which files a CommandRun judged by the cluster's CommandPolicy: some run at once, some wait for a person's approval (poll command_status), some are denied."
 	toolRunCommandDesc     = "Run a shell command in a sandboxed Kubernetes Job of this agent. The cluster's CommandPolicy decides whether it runs; a command that needs a person's approval answers at once with phase AwaitingApproval, the run's name and the approve command: poll command_status with that name. The result has phase, exitCode, stdout, stderr and the policy's decision."
