@@ -348,9 +348,10 @@ func TestMCPSkillChangeNotifiesOpenSessions(t *testing.T) {
 // CommandRun of this Agent, as the runtime's identity: an Always command
 // reaches its Job and answers with its output; an Ask command answers at
 // once, without the approval wait, with the run's name and the approve
-// command, and command_status follows it once a person approved; a skill
-// outside the catalog is a tool error that files nothing. The tools say
-// which of them only reads.
+// command, and command_status follows it once a person approved; the
+// named skill's allowed-tools narrow the policy; a skill outside the
+// catalog is a tool error that files nothing. The tools say which of them
+// only reads.
 func TestMCPRunsCommandsThroughThePolicy(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -414,6 +415,22 @@ func TestMCPRunsCommandsThroughThePolicy(t *testing.T) {
 	finishJob(t, f.ns, pending.Name, &runner.Result{Stdout: "deployment.apps/web scaled\n"})
 	g.Eventually(status, timeout).Should(Receive(&res))
 	g.Expect(structured(res)).To(HaveKeyWithValue("stdout", "deployment.apps/web scaled\n"))
+
+	// The skill's allowed-tools narrow the policy, as for /v1: `echo` is
+	// Always, but not among what the skill expects to run.
+	hello := &skillsv1.Skill{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "hello"}, hello)).To(Succeed())
+	hello.Spec.AllowedTools = []string{"Bash(ls:*)"}
+	g.Expect(k8s.Update(ctx, hello)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "hello"}, hello)).To(Succeed())
+		g.Expect(hello.Status.ServedGeneration).To(Equal(hello.Generation))
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(call("run_command", map[string]any{"command": "echo narrowed", "skill": "hello"}), timeout).Should(Receive(&res))
+	g.Expect(structured(res)).To(HaveKeyWithValue("phase", "AwaitingApproval"))
+	narrowed := waitRun(t, f.ns, "echo narrowed", skillsv1.PhaseAwaitingApproval)
+	g.Expect(narrowed.Status.Decision.Action).To(Equal(skillsv1.ActionAsk))
+	g.Expect(narrowed.Status.Decision.Reason).To(ContainSubstring("not by the skill's allowed-tools"))
 
 	before := len(runs(g, f.ns))
 	g.Eventually(call("run_command", map[string]any{"command": "echo x", "skill": "nope"}), timeout).Should(Receive(&res))
