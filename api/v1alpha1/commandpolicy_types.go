@@ -216,7 +216,8 @@ type CommandPolicyStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Ready, Reconciling and Stalled.
+	// conditions: Ready, Reconciling and Stalled, and Warnings (True when
+	// the policy allows more than it may seem to; Ready stays True).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -226,6 +227,16 @@ type CommandPolicyStatus struct {
 	// ruleCount is the number of rules in force.
 	// +optional
 	RuleCount int32 `json:"ruleCount,omitempty"`
+
+	// warnings name what the policy allows, or fails to match, that its
+	// author may not expect: a glob glued to a pattern's last word,
+	// defaultAction Always, and Always rules that let a tool run programs,
+	// write files or change the cluster. They do not stop the policy.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=1024
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // CommandPolicy decides which commands agents may run: Always, after a
@@ -237,6 +248,7 @@ type CommandPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.defaultAction`
 // +kubebuilder:printcolumn:name="Rules",type=integer,JSONPath=`.status.ruleCount`
+// +kubebuilder:printcolumn:name="Warnings",type=string,JSONPath=`.status.conditions[?(@.type=="Warnings")].status`,priority=10
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.spec.sandbox.serviceAccountName`,priority=10
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=10

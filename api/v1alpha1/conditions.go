@@ -16,6 +16,18 @@ const (
 	// SucceededCondition tells how a CommandRun ended: Unknown while it is
 	// pending, awaiting approval or running; True or False once it ended.
 	SucceededCondition = "Succeeded"
+	// WarningsCondition is True when a CommandPolicy in force allows more
+	// than it may seem to; status.warnings lists what. It never changes
+	// Ready.
+	WarningsCondition = "Warnings"
+)
+
+// Reasons of the Warnings condition.
+const (
+	// WarningsFoundReason: the policy has warnings; the message counts them.
+	WarningsFoundReason = "WarningsFound"
+	// NoWarningsReason: the policy has none.
+	NoWarningsReason = "NoWarnings"
 )
 
 // Condition reasons shared by several kinds.

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/policy"
 	"github.com/kubeskills/kubeskills/internal/policyapi"
 )
 
@@ -63,6 +66,7 @@ func (r *CommandPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	st.ObservedGeneration = obj.Generation
 	st.RuleCount = int32(len(obj.Spec.Rules))
 	var result ctrl.Result
+	setPolicyWarnings(obj)
 	missing, err := r.missingServiceAccount(ctx, obj)
 	switch _, compileErr := policyapi.Compile(obj); {
 	case err != nil:
@@ -82,6 +86,40 @@ func (r *CommandPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, stalled.Reason, "Validate", "%s", eventNote(stalled.Message))
 	}
 	return result, patchStatus(ctx, r.Client, before, obj, before.Status, obj.Status)
+}
+
+// maxPolicyWarnings is the most warnings status.warnings holds; the last
+// one then counts the rest.
+const maxPolicyWarnings = 32
+
+// setPolicyWarnings lists what the policy allows that its author may not
+// expect in status.warnings, with the Warnings condition: True with a
+// count, or False. A policy whose rules do not compile has neither; its
+// Ready condition says why.
+func setPolicyWarnings(obj *skillsv1.CommandPolicy) {
+	st := &obj.Status
+	st.Warnings = nil
+	p, _ := policyapi.FromObject(obj)
+	m, err := policy.Compile(p)
+	if err != nil {
+		apimeta.RemoveStatusCondition(&st.Conditions, skillsv1.WarningsCondition)
+		return
+	}
+	ws := m.Warnings()
+	for i, w := range ws {
+		if i == maxPolicyWarnings-1 && len(ws) > maxPolicyWarnings {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("... and %d more warnings: run kubectl skills policy check", len(ws)-i))
+			break
+		}
+		st.Warnings = append(st.Warnings, clip(w.String(), 1024))
+	}
+	if len(ws) == 0 {
+		setCondition(&st.Conditions, obj.Generation, skillsv1.WarningsCondition, metav1.ConditionFalse, skillsv1.NoWarningsReason,
+			"The policy has no warnings")
+		return
+	}
+	setCondition(&st.Conditions, obj.Generation, skillsv1.WarningsCondition, metav1.ConditionTrue, skillsv1.WarningsFoundReason,
+		fmt.Sprintf("%d %s: the policy allows more than it may seem to; see status.warnings", len(ws), plural(len(ws), "warning", "warnings")))
 }
 
 // missingServiceAccount says why the ServiceAccount the policy names cannot
