@@ -58,6 +58,14 @@ With -o json the decision is printed as one JSON object:
 where rule is "" when no rule decided (the default action or a construct
 such as eval), and each part has command, action, rule and reason.
 
+The policy's warnings follow the decision, as the operator lists them in
+the CommandPolicy's status.warnings: what the policy allows, or fails to
+match, that its author may not expect (a glob glued to a pattern's last
+word, defaultAction Always, an Always rule that lets git, kubectl, curl, ...
+run programs, write files or change the cluster). With -o json they are
+"warnings", a list of {"kind","ruleIndex","rule","message"} (ruleIndex -1
+for the defaultAction). Warnings do not change the exit status.
+
 Exit status: 0 when a decision was made, whatever the action; 1 when the
 policy file cannot be read or is not a valid policy, or the command line is
 wrong.`
@@ -150,10 +158,14 @@ func (o *policyCheckOptions) run(command string) error {
 		tools = policy.SplitAllowedTools(o.skillTools)
 	}
 	d := m.DecideFor(command, tools)
+	warnings := m.Warnings()
 	if o.output == "json" {
-		return writeDecisionJSON(o.Streams.Out, d)
+		return writeDecisionJSON(o.Streams.Out, d, warnings)
 	}
-	return writeDecisionText(o.Streams.Out, d, obj)
+	if err := writeDecisionText(o.Streams.Out, d, obj); err != nil {
+		return err
+	}
+	return writeWarningsText(o.Streams.Out, warnings)
 }
 
 // source names the policy file in messages.
@@ -269,10 +281,11 @@ func decodeObject(data []byte, policies *[]*skillsv1.CommandPolicy, others *[]st
 
 // decisionJSON is the shape of `policy check -o json`.
 type decisionJSON struct {
-	Action string     `json:"action"`
-	Rule   string     `json:"rule"`
-	Reason string     `json:"reason"`
-	Parts  []partJSON `json:"parts"`
+	Action   string        `json:"action"`
+	Rule     string        `json:"rule"`
+	Reason   string        `json:"reason"`
+	Parts    []partJSON    `json:"parts"`
+	Warnings []warningJSON `json:"warnings"`
 }
 
 // partJSON is one simple command of the decision.
@@ -284,8 +297,9 @@ type partJSON struct {
 }
 
 // writeDecisionJSON prints a decision as one JSON object on one line.
-func writeDecisionJSON(w io.Writer, d policy.Decision) error {
-	out := decisionJSON{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason, Parts: make([]partJSON, 0, len(d.Parts))}
+func writeDecisionJSON(w io.Writer, d policy.Decision, warnings []policy.Warning) error {
+	out := decisionJSON{Action: string(d.Action), Rule: d.Rule, Reason: d.Reason, Parts: make([]partJSON, 0, len(d.Parts)),
+		Warnings: warningsJSON(warnings)}
 	for _, p := range d.Parts {
 		out.Parts = append(out.Parts, partJSON{Command: p.Command, Action: string(p.Action), Rule: p.Rule, Reason: p.Reason})
 	}

@@ -68,6 +68,12 @@ type decisionOutput struct {
 		Rule    string `json:"rule"`
 		Reason  string `json:"reason"`
 	} `json:"parts"`
+	Warnings []struct {
+		Kind      string `json:"kind"`
+		RuleIndex int    `json:"ruleIndex"`
+		Rule      string `json:"rule"`
+		Message   string `json:"message"`
+	} `json:"warnings"`
 }
 
 // checkJSON runs policy check -o json and decodes its output strictly.
@@ -81,7 +87,7 @@ func checkJSON(t *testing.T, args ...string) decisionOutput {
 	if err := json.Unmarshal([]byte(res.Stdout), &keys); err != nil {
 		t.Fatalf("output is not one JSON object: %v\n%s", err, res.Stdout)
 	}
-	for _, k := range []string{"action", "rule", "reason"} {
+	for _, k := range []string{"action", "rule", "reason", "warnings"} {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("output lacks %q: %s", k, res.Stdout)
 		}
