@@ -14,13 +14,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 )
@@ -121,6 +129,13 @@ type mcpSeen struct {
 		Last    mcpToolResult `json:"last"`
 		Polls   int           `json:"polls"`
 	} `json:"run"`
+	// Bridge is how the server the client started over stdio ended, once
+	// the client closed its stdin; nil over HTTP.
+	Bridge *struct {
+		ExitCode *int   `json:"exitCode"`
+		Signal   string `json:"signal"`
+		Error    string `json:"error"`
+	} `json:"bridge"`
 }
 
 // mcpSkill is a Skill entry of the Skills extension.
@@ -145,25 +160,32 @@ type mcpToolResult struct {
 	TextMatches       bool          `json:"textMatches"`
 }
 
-// runMCPClient runs client.mjs against url with token and returns what it
-// saw; it fails the test when the client fails.
-func runMCPClient(t *testing.T, dir, url, token, command string) mcpSeen {
+// runMCPClient runs client.mjs with args, and env added to the test's, and
+// returns what it saw. It fails the test when the client fails, with its
+// stderr, where the stderr of a server it starts goes too; on success that
+// stderr is logged.
+func runMCPClient(t *testing.T, dir string, env []string, args ...string) mcpSeen {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, mcpClientScript), url, command)
-	cmd.Env = append(os.Environ(), "MCP_TOKEN="+token)
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(dir, mcpClientScript)}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the MCP client failed: %v\n%s%s", err, stderr.String(), stdout.String())
+		t.Fatalf("the MCP client failed: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	if stderr.Len() > 0 {
+		t.Logf("the MCP client's stderr:\n%s", stderr.String())
 	}
 	var seen mcpSeen
 	if err := json.Unmarshal(stdout.Bytes(), &seen); err != nil {
-		t.Fatalf("the MCP client printed what is not its report: %v\n%s", err, stdout.String())
+		t.Fatalf("the MCP client printed what is not its report: %v\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
-	t.Logf("the MCP client (protocol %s) saw %d skills, read %d files, and ran %q: %s",
-		seen.ProtocolVersion, len(seen.Skills), len(seen.Reads), command, seen.Run.Last.StructuredContent.Phase)
+	t.Logf("the MCP client (protocol %s) saw %d skills, read %d files, and ran %q: %s, in %.1fs",
+		seen.ProtocolVersion, len(seen.Skills), len(seen.Reads), seen.Run.Command,
+		seen.Run.Last.StructuredContent.Phase, time.Since(start).Seconds())
 	return seen
 }
 
@@ -175,10 +197,10 @@ func runMCPClient(t *testing.T, dir, url, token, command string) mcpSeen {
 // `kubectl skills export` writes; and run_command runs
 // `kubectl get pods -o name`, Always by the kube agent's policy, in a
 // sandbox with the policy's identity, with the cluster's real pods as its
-// output.
+// output. Then the same client does the same over stdio, through
+// `kubectl skills mcp` (mcpBridgeDrivesTheAgent).
 func mcpClientDrivesTheAgent(t *testing.T, s *state) {
 	g := NewWithT(t)
-	ctx := context.Background()
 	url := s.kube.url + "/mcp"
 
 	// No token or a wrong one: no session.
@@ -190,7 +212,19 @@ func mcpClientDrivesTheAgent(t *testing.T, s *state) {
 		g.Expect(status).To(Equal(http.StatusUnauthorized), "POST /mcp with the token %q: %s", token, body)
 	}
 
-	seen := runMCPClient(t, s.mcpClient, url, s.kube.token, "kubectl get pods -o name")
+	seen := runMCPClient(t, s.mcpClient, []string{"MCP_TOKEN=" + s.kube.token}, url, "kubectl get pods -o name")
+	judgeMCPSession(t, seen)
+
+	t.Run("over stdio through kubectl skills mcp", func(t *testing.T) { mcpBridgeDrivesTheAgent(t, s) })
+}
+
+// judgeMCPSession checks what client.mjs saw of the kube agent: its
+// catalog, every file of it, the tools, and a run of
+// `kubectl get pods -o name`.
+func judgeMCPSession(t *testing.T, seen mcpSeen) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
 
 	// The listing is the agent's catalog.
 	var agent skillsv1.Agent
@@ -259,6 +293,137 @@ func mcpClientDrivesTheAgent(t *testing.T, s *state) {
 	g.Expect(run.Spec.Command).To(Equal("kubectl get pods -o name"))
 	g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded))
 	g.Expect(run.Status.ServiceAccountName).To(Equal(viewer))
+}
+
+// mcpBridgeDrivesTheAgent: the client of mcpClientDrivesTheAgent, as a
+// host that starts its MCP servers as commands, starts
+// `kubectl-skills mcp --agent kube` and speaks to it on stdio. The bridge
+// runs as a user who holds nothing but the Role of docs/mcp.md ("The rights
+// it needs"), with no token of the agent's: it reads it from the Agent's
+// Secret, and reaches the agent through the kubelet's port-forward of a
+// ready pod. The client sees the same catalog, files and run as through the
+// Service, and the bridge ends with status 0 when the client closes its
+// stdin.
+func mcpBridgeDrivesTheAgent(t *testing.T, s *state) {
+	g := NewWithT(t)
+	kubeconfig := bridgeUser(t)
+	bridge := filepath.Join(c.pluginDir, "kubectl-skills")
+	seen := runMCPClient(t, s.mcpClient, nil, "--stdio", "kubectl get pods -o name", "--",
+		bridge, "mcp", "--agent", kubeAgent, "-n", ns, "--kubeconfig", kubeconfig)
+	judgeMCPSession(t, seen)
+	g.Expect(seen.Bridge).NotTo(BeNil(), "the client did not report how the bridge ended")
+	g.Expect(seen.Bridge.Error).To(BeEmpty())
+	g.Expect(seen.Bridge.ExitCode).To(HaveValue(Equal(0)),
+		"the bridge did not end by itself, with status 0, when the client closed its stdin (signal %q)", seen.Bridge.Signal)
+}
+
+// bridgeUser makes a user who may run the bridge to the kube agent and no
+// more: a ServiceAccount bound to the Role of docs/mcp.md, read from the
+// page, with the sample's names (agent ops, Service agent-ops, Secret
+// ops-token) those of the kube agent. It returns the path of a kubeconfig
+// of the cluster with a token of the user's; the objects go when the test
+// ends.
+func bridgeUser(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	var agent skillsv1.Agent
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: kubeAgent}, &agent); err != nil {
+		t.Fatal(err)
+	}
+	if agent.Status.TokenSecretName == "" {
+		t.Fatalf("agent %s/%s names no token Secret in its status", ns, kubeAgent)
+	}
+
+	role := docsBridgeRole(t)
+	names := map[string]string{
+		"ops":       kubeAgent,
+		"agent-ops": "agent-" + kubeAgent,
+		"ops-token": agent.Status.TokenSecretName,
+	}
+	for i, rule := range role.Rules {
+		for j, name := range rule.ResourceNames {
+			renamed, ok := names[name]
+			if !ok {
+				t.Fatalf("the Role of docs/mcp.md names %q, which is not of the sample agent ops", name)
+			}
+			role.Rules[i].ResourceNames[j] = renamed
+		}
+	}
+	const user = "e2e-mcp-bridge"
+	role.Name, role.Namespace = user, ns
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns}}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: user, Namespace: ns}},
+	}
+	for _, obj := range []client.Object{sa, role, binding} {
+		if err := c.client.Create(ctx, obj); err != nil {
+			t.Fatalf("failed to create %T %s: %v", obj, obj.GetName(), err)
+		}
+		t.Cleanup(func() {
+			if err := c.client.Delete(context.Background(), obj); client.IgnoreNotFound(err) != nil {
+				t.Errorf("failed to delete %T %s: %v", obj, obj.GetName(), err)
+			}
+		})
+	}
+	expiry := int64(time.Hour / time.Second)
+	tr, err := c.clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, user, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("failed to request a token of %s: %v", user, err)
+	}
+
+	// The cluster of the e2e's kubeconfig, with the user's token.
+	admin, err := clientcmd.LoadFromFile(c.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, ok := admin.Contexts[admin.CurrentContext]
+	if !ok || admin.Clusters[current.Cluster] == nil {
+		t.Fatalf("%s has no current context with a cluster", c.kubeconfig)
+	}
+	cluster := admin.Clusters[current.Cluster].DeepCopy()
+	if cluster.CertificateAuthority != "" && !filepath.IsAbs(cluster.CertificateAuthority) {
+		cluster.CertificateAuthority = filepath.Join(filepath.Dir(c.kubeconfig), cluster.CertificateAuthority)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["e2e"] = cluster
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[user] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: user, Namespace: ns}
+	cfg.CurrentContext = user
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// docsBridgeRole is the Role of docs/mcp.md's "The rights it needs": the
+// first YAML block of the section.
+func docsBridgeRole(t *testing.T) *rbacv1.Role {
+	t.Helper()
+	page, err := os.ReadFile(filepath.Join(c.root, "docs", "mcp.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(page), "\n### The rights it needs\n")
+	if !ok {
+		t.Fatal(`docs/mcp.md has no section "The rights it needs"`)
+	}
+	m := regexp.MustCompile("(?s)\n```yaml\n(.*?)\n```").FindStringSubmatch(section)
+	if m == nil {
+		t.Fatal(`docs/mcp.md's "The rights it needs" has no YAML block`)
+	}
+	var role rbacv1.Role
+	if err := yaml.UnmarshalStrict([]byte(m[1]), &role); err != nil {
+		t.Fatalf(`the YAML of docs/mcp.md's "The rights it needs" is not a Role: %v`, err)
+	}
+	if role.Kind != "Role" || len(role.Rules) == 0 {
+		t.Fatalf(`the YAML of docs/mcp.md's "The rights it needs" is not a Role with rules: %s`, m[1])
+	}
+	return &role
 }
 
 // exportedFiles writes the Skill name with `kubectl skills export` and

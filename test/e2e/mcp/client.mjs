@@ -1,13 +1,20 @@
 // An MCP host that is not kubeskills's own: the official TypeScript SDK
 // (@modelcontextprotocol/sdk, pinned in package.json) drives an agent's
-// /mcp endpoint over streamable HTTP and prints, as one JSON object, what it
-// saw. The e2e (mcpClientDrivesTheAgent in test/e2e/mcp_test.go) runs it
-// and judges the output.
+// /mcp endpoint and prints, as one JSON object, what it saw. The e2e
+// (mcpClientDrivesTheAgent in test/e2e/mcp_test.go) runs it and judges the
+// output.
 //
 //   MCP_TOKEN=... node client.mjs URL [COMMAND]
+//   node client.mjs --stdio [COMMAND] -- PROGRAM [ARG...]
 //
-// URL is the agent's MCP endpoint (http://HOST:PORT/mcp) and MCP_TOKEN its
-// bearer token (from the environment, so it is not on the process list).
+// The first form speaks streamable HTTP: URL is the agent's MCP endpoint
+// (http://HOST:PORT/mcp) and MCP_TOKEN its bearer token (from the
+// environment, so it is not on the process list). The second speaks stdio,
+// as hosts that start their servers as commands do: it starts PROGRAM with
+// ARGs (kubectl-skills mcp --agent NAME ...), writes to its stdin and reads
+// its stdout; its stderr goes to this one's. When the session is over it
+// closes PROGRAM's stdin, and reports how PROGRAM ended (bridge).
+//
 // The client initializes, declares the Skills extension
 // (io.modelcontextprotocol/skills), pages through skills/list, gets the
 // first skill with skills/get, reads every listed file with resources/read
@@ -20,6 +27,7 @@ import { createHash } from "node:crypto";
 import { isDeepStrictEqual } from "node:util";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { z } from "zod";
 
@@ -28,6 +36,9 @@ const EXTENSION = "io.modelcontextprotocol/skills";
 const MAX_READS = 64;
 // How long a command may take, polls included.
 const RUN_TIMEOUT_MS = 180_000;
+const DEFAULT_COMMAND = "kubectl get pods -o name";
+const USAGE = `usage: MCP_TOKEN=TOKEN node client.mjs URL [COMMAND]
+       node client.mjs --stdio [COMMAND] -- PROGRAM [ARG...]`;
 
 // The shapes of the Skills extension (SEP-2640), as permissive as the
 // specification lets a host be: unknown keys pass through.
@@ -48,31 +59,75 @@ const ListSkillsResult = z.looseObject({
 const GetSkillResult = z.looseObject({ skill: Skill });
 
 async function main() {
-  const [url, command = "kubectl get pods -o name"] = process.argv.slice(2);
-  const token = process.env.MCP_TOKEN;
-  if (!url || !token) {
-    throw new Error("usage: MCP_TOKEN=TOKEN node client.mjs URL [COMMAND]");
-  }
-  const transport = new StreamableHTTPClientTransport(new URL(url), {
-    requestInit: { headers: { Authorization: `Bearer ${token}` } },
-  });
+  const args = process.argv.slice(2);
   const client = new Client(
     { name: "kubeskills-e2e", version: "1.0.0" },
     { capabilities: { extensions: { [EXTENSION]: {} } } },
   );
+  if (args[0] === "--stdio") {
+    return stdio(client, args.slice(1));
+  }
+  const [url, command = DEFAULT_COMMAND] = args;
+  const token = process.env.MCP_TOKEN;
+  if (!url || !token || url.startsWith("-")) {
+    throw new Error(USAGE);
+  }
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
   await client.connect(transport);
   try {
-    return await session(client, transport, command);
+    return await session(client, () => transport.protocolVersion, command);
   } finally {
     await transport.terminateSession().catch(() => {});
     await client.close();
   }
 }
 
-async function session(client, transport, command) {
+// stdio runs the session with a server the client starts: args are
+// [COMMAND] -- PROGRAM [ARG...].
+async function stdio(client, args) {
+  const dash = args.indexOf("--");
+  if (dash < 0 || dash > 1 || dash === args.length - 1) {
+    throw new Error(USAGE);
+  }
+  const command = dash === 1 ? args[0] : DEFAULT_COMMAND;
+  const [program, ...programArgs] = args.slice(dash + 1);
+  // The server gets the SDK's default environment (HOME, PATH, USER...),
+  // as hosts give theirs: what it needs must be on its command line.
+  const transport = new StdioClientTransport({ command: program, args: programArgs, stderr: "inherit" });
+  // The stdio transport has no protocol version of its own; the client
+  // hands the negotiated one to a transport that takes it.
+  let protocolVersion = null;
+  transport.setProtocolVersion = (version) => {
+    protocolVersion = version;
+  };
+  await client.connect(transport);
+  // How the server ends, once the session closes its stdin. The transport
+  // keeps the child process to itself (_process), and forgets it when it
+  // exits.
+  const ended = new Promise((resolve) => {
+    const child = transport._process;
+    if (child === undefined) {
+      resolve({ exitCode: null, signal: null, error: "the server exited before the session began" });
+      return;
+    }
+    child.once("exit", (exitCode, signal) => resolve({ exitCode, signal }));
+  });
+  let seen;
+  try {
+    seen = await session(client, () => protocolVersion, command);
+  } finally {
+    await client.close();
+  }
+  seen.bridge = await ended;
+  return seen;
+}
+
+async function session(client, protocolVersion, command) {
   const capabilities = client.getServerCapabilities() ?? {};
   const seen = {
-    protocolVersion: transport.protocolVersion ?? null,
+    protocolVersion: protocolVersion() ?? null,
     server: client.getServerVersion() ?? null,
     skillsExtension: capabilities.extensions?.[EXTENSION] ?? null,
     resourcesCapability: capabilities.resources !== undefined,
