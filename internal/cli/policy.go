@@ -96,6 +96,7 @@ func newPolicyCommand(o *Options) *cobra.Command {
 		},
 	}
 	cmd.AddCommand(newPolicyCheckCommand(o))
+	cmd.AddCommand(newPolicyImportCommand(o))
 	return cmd
 }
 
