@@ -8,8 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/mcpskills"
 )
 
 // The MCP client of test/e2e/mcp: client.mjs, run by node with the npm
@@ -252,11 +251,9 @@ func judgeMCPSession(t *testing.T, seen mcpSeen) {
 	for _, sk := range seen.Skills {
 		files += len(sk.Resources)
 		exported := exportedFiles(t, sk.Frontmatter.Name)
-		served := map[string]string{}
+		served := map[string]mcpskills.SkillResource{}
 		for _, r := range sk.Resources {
-			path, ok := strings.CutPrefix(r.URI, "skill://"+sk.Frontmatter.Name+"/")
-			g.Expect(ok).To(BeTrue(), "file %s of %s", r.URI, sk.URI)
-			served[path] = fmt.Sprintf("%s %d", r.Digest, r.Size)
+			served[r.URI] = mcpskills.SkillResource{URI: r.URI, Digest: r.Digest, Size: r.Size}
 		}
 		g.Expect(served).To(Equal(exported), "the files of %s are not those kubectl skills export writes", sk.URI)
 	}
@@ -427,29 +424,12 @@ func docsBridgeRole(t *testing.T) *rbacv1.Role {
 }
 
 // exportedFiles writes the Skill name with `kubectl skills export` and
-// returns each file's path in the folder with its digest and size, as a
-// Skills extension entry gives them ("sha256:HEX SIZE").
-func exportedFiles(t *testing.T, name string) map[string]string {
+// returns what a Skills extension entry lists for that folder.
+func exportedFiles(t *testing.T, name string) map[string]mcpskills.SkillResource {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), name)
 	c.mustKubectl(t, "skills", "export", name, "-n", ns, "-o", dir)
-	files := map[string]string{}
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, path)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		files[filepath.ToSlash(rel)] = fmt.Sprintf("sha256:%s %d", hex.EncodeToString(sum[:]), len(data))
-		return nil
-	})
+	files, err := mcpskills.FolderResources(dir, name)
 	if err != nil {
 		t.Fatal(err)
 	}
