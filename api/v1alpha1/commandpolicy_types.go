@@ -41,6 +41,12 @@ type CommandPolicySpec struct {
 	// +kubebuilder:validation:MaxItems=256
 	Examples []PolicyExample `json:"examples,omitempty"`
 
+	// approval says who may approve the commands this policy sends to a
+	// person, and how many distinct approvals each needs. Without it, one
+	// approval from anyone RBAC lets update CommandRuns is enough.
+	// +optional
+	Approval *ApprovalRule `json:"approval,omitempty"`
+
 	// approvalTimeout is how long a command waits for a person before it
 	// expires.
 	// +optional
@@ -54,6 +60,33 @@ type CommandPolicySpec struct {
 	// sandbox shapes the Jobs that run commands.
 	// +optional
 	Sandbox *Sandbox `json:"sandbox,omitempty"`
+}
+
+// ApprovalRule names who may approve a command and how many must.
+// +kubebuilder:validation:XValidation:rule="has(self.groups) && size(self.groups) > 0 || has(self.users) && size(self.users) >= self.required",message="spec.approval.required is more than the users named, and no group is named"
+type ApprovalRule struct {
+	// users may approve or deny, by user name as the API server knows it
+	// (for a ServiceAccount, system:serviceaccount:NS:NAME).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=512
+	Users []string `json:"users,omitempty"`
+
+	// groups may approve or deny: any member of one of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=512
+	Groups []string `json:"groups,omitempty"`
+
+	// required is the number of distinct approvals a command needs. One
+	// denial from an allowed approver denies it.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=5
+	Required int32 `json:"required,omitempty"`
 }
 
 // PolicyRule matches commands by a glob pattern over their words.

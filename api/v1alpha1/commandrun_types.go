@@ -48,16 +48,18 @@ const (
 	Denied ApprovalDecision = "Denied"
 )
 
-// CommandRunSpec is a command an agent asks to run. Only spec.approval may
-// change after creation: it is set once per decision, and replaced only by
-// an approval of a newer decision, when the run was judged again because
-// its policy or its skill changed.
+// CommandRunSpec is a command an agent asks to run. Only the approvals may
+// change after creation: spec.approvals grows by one entry per person and
+// decision; spec.approval, the single approval of earlier versions, is set
+// once per decision, and replaced only by an approval of a newer decision,
+// when the run was judged again because its policy or its skill changed.
 // +kubebuilder:validation:XValidation:rule="self.agent == oldSelf.agent",message="spec.agent is immutable"
 // +kubebuilder:validation:XValidation:rule="self.command == oldSelf.command",message="spec.command is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.skill) == has(oldSelf.skill) && (!has(self.skill) || self.skill == oldSelf.skill)",message="spec.skill is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.timeout) == has(oldSelf.timeout) && (!has(self.timeout) || self.timeout == oldSelf.timeout)",message="spec.timeout is immutable"
 // +kubebuilder:validation:XValidation:rule="has(self.requestedBy) == has(oldSelf.requestedBy) && (!has(self.requestedBy) || self.requestedBy == oldSelf.requestedBy)",message="spec.requestedBy is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || (has(self.approval) && (self.approval == oldSelf.approval || (has(self.approval.policyGeneration) && !(has(oldSelf.approval.policyGeneration) && self.approval.policyGeneration == oldSelf.approval.policyGeneration && has(self.approval.skillHash) == has(oldSelf.approval.skillHash) && (!has(self.approval.skillHash) || self.approval.skillHash == oldSelf.approval.skillHash) && has(self.approval.policy) == has(oldSelf.approval.policy) && (!has(self.approval.policy) || self.approval.policy == oldSelf.approval.policy)))))",message="spec.approval cannot be changed once set, except by an approval that names another decision (status.decision's policy, policyGeneration and skillHash)"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || has(self.approvals)",message="spec.approvals is append-only: entries are added one at a time and never changed or removed"
 type CommandRunSpec struct {
 	// agent names the Agent, in this namespace, the command runs for. Its
 	// policy judges the command.
@@ -98,6 +100,22 @@ type CommandRunSpec struct {
 	// new decision, replaces it.
 	// +optional
 	Approval *Approval `json:"approval,omitempty"`
+
+	// approvals are people's decisions on a command the policy says to Ask
+	// about, one entry per person and decision, appended as they decide:
+	// entries are never changed or removed. Each names the decision it
+	// answers (status.decision) and is set by its approver, who is never
+	// the requester and, when the decision names approvers, one of them.
+	// The command runs once status.decision.approvers.required distinct
+	// approvers approved it; one denial denies it. spec.approval, the
+	// single approval of earlier versions, still counts as one entry.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(a, has(a.approver) && has(a.policyGeneration))",message="each entry of spec.approvals names its approver and the decision it answers (policyGeneration)"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.approver == a.approver && b.policyGeneration == a.policyGeneration && (has(b.policy) ? b.policy : '') == (has(a.policy) ? a.policy : '') && (has(b.skillHash) ? b.skillHash : '') == (has(a.skillHash) ? a.skillHash : '')))",message="spec.approvals holds one entry per approver and decision"
+	// +kubebuilder:validation:XValidation:rule="oldSelf.all(a, a in self) && size(self) <= size(oldSelf) + 1",message="spec.approvals is append-only: entries are added one at a time and never changed or removed"
+	Approvals []Approval `json:"approvals,omitempty"`
 }
 
 // Approval is a person's decision on a command.
@@ -135,6 +153,10 @@ type Approval struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	SkillHash string `json:"skillHash,omitempty"`
+
+	// time is when the approver decided, as their client says.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
 }
 
 // NamesDecision tells whether the approval names the decision it answers.
@@ -208,6 +230,13 @@ type PolicyDecision struct {
 	// written later, at a higher generation.
 	// +optional
 	RunGeneration int64 `json:"runGeneration,omitempty"`
+
+	// approvers are who may approve the command, and how many must: the
+	// policy's spec.approval when the decision was taken, copied so that
+	// admission can check each approval against the run itself. Empty when
+	// the policy names no approvers: one approval from anyone RBAC allows.
+	// +optional
+	Approvers *ApprovalRule `json:"approvers,omitempty"`
 
 	// judgedAgain says why the command was judged a second time (or more):
 	// the policy or the skill changed between the first decision and the

@@ -284,8 +284,8 @@ func TestApproveAndDeny(t *testing.T) {
 		"forbidden: you need get and patch on commandruns, which the ClusterRole kubeskills-approver grants", `User "carol" cannot get`)
 	expectFailure(t, "approve as a reader", dave.run("deny", "restart"),
 		"failed to deny commandrun approvals/restart: forbidden:", "kubeskills-approver", `User "dave" cannot patch`)
-	if run := getRun(t, ns, "restart"); run.Spec.Approval != nil || run.Status.Phase != skillsv1.PhaseAwaitingApproval {
-		t.Fatalf("a refused approval changed the run: %+v, %s", run.Spec.Approval, run.Status.Phase)
+	if run := getRun(t, ns, "restart"); len(run.AllApprovals()) != 0 || run.Status.Phase != skillsv1.PhaseAwaitingApproval {
+		t.Fatalf("a refused approval changed the run: %+v, %s", run.AllApprovals(), run.Status.Phase)
 	}
 
 	// Approve: the run leaves AwaitingApproval, with alice as the approver.
@@ -293,10 +293,17 @@ func TestApproveAndDeny(t *testing.T) {
 	if res.Code != cli.ExitOK || res.Stdout != "commandrun.kubeskills.io/restart approved by alice\n" {
 		t.Fatalf("approve: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
-	// It names the decision it answers, the run's status.decision.
+	// It is an entry of spec.approvals that names the decision it
+	// answers, the run's status.decision, and when it was given.
 	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "maintenance window", Policy: "ops-policy", PolicyGeneration: 1}
-	if run := getRun(t, ns, "restart"); run.Spec.Approval == nil || *run.Spec.Approval != want {
-		t.Errorf("approval %+v, want %+v", run.Spec.Approval, want)
+	if run := getRun(t, ns, "restart"); len(run.Spec.Approvals) != 1 || run.Spec.Approvals[0].Time == nil {
+		t.Errorf("approvals %+v, want one, with its time", run.Spec.Approvals)
+	} else {
+		got := run.Spec.Approvals[0]
+		got.Time = nil
+		if got != want {
+			t.Errorf("approval %+v, want %+v", got, want)
+		}
 	}
 	waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
 	expectFailure(t, "approve twice", alice.run("approve", "restart"),
@@ -372,14 +379,15 @@ func TestApprovalRace(t *testing.T) {
 		}
 		wg.Wait()
 		run := getRun(t, ns, name)
-		if run.Spec.Approval == nil {
-			t.Fatalf("%s: nobody decided: %+v", name, results)
+		if len(run.Spec.Approvals) != 1 {
+			t.Fatalf("%s: not exactly one decision: %+v; results %+v", name, run.Spec.Approvals, results)
 		}
-		winner := map[string]int{"alice": 0, "erin": 1}[run.Spec.Approval.Approver]
+		first := run.Spec.Approvals[0]
+		winner := map[string]int{"alice": 0, "erin": 1}[first.Approver]
 		loser := 1 - winner
 		if results[winner].Code != cli.ExitOK || results[loser].Code != cli.ExitFailed ||
-			!strings.Contains(results[loser].Stderr, "it was already "+strings.ToLower(string(run.Spec.Approval.Decision))+" by "+run.Spec.Approval.Approver) {
-			t.Errorf("%s: decided %+v; results %+v", name, run.Spec.Approval, results)
+			!strings.Contains(results[loser].Stderr, "it was already "+strings.ToLower(string(first.Decision))+" by "+first.Approver) {
+			t.Errorf("%s: decided %+v; results %+v", name, first, results)
 		}
 	}
 }

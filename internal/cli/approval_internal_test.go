@@ -110,6 +110,11 @@ func TestCheckDecidable(t *testing.T) {
 	judgedAgain.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAsk, PolicyGeneration: 2, RunGeneration: 2}
 	approvedNow := judgedAgain
 	approvedNow.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", PolicyGeneration: 2}
+	// Two approvals needed: alice's is one, so bob may add his, and alice
+	// may not add a second.
+	twoNeeded := approvedNow
+	twoNeeded.Status.Decision = approvedNow.Status.Decision.DeepCopy()
+	twoNeeded.Status.Decision.Approvers = &skillsv1.ApprovalRule{Users: []string{"alice", "bob"}, Required: 2}
 	denied := testRun("ns", "r", "x", skillsv1.PhaseDenied, time.Minute)
 	denied.Status.Conditions = []metav1.Condition{{Type: skillsv1.SucceededCondition, Status: metav1.ConditionFalse,
 		Reason: "Denied", Message: "Denied by the policy: \"rm x\" matched rules[2] \"rm *\" (Never)"}}
@@ -119,6 +124,7 @@ func TestCheckDecidable(t *testing.T) {
 		want string
 	}{
 		{"awaiting", awaitingRun, ""},
+		{"one of two, another approver", twoNeeded, ""},
 		{"decided", decided, `it was already denied by alice ("not now"); its phase is Denied`},
 		{"approved for an earlier decision", judgedAgain, ""},
 		{"approved for the decision in force", approvedNow, `it was already approved by alice; its phase is AwaitingApproval`},
@@ -127,13 +133,16 @@ func TestCheckDecidable(t *testing.T) {
 		{"new", testRun("ns", "r", "x", "", time.Second), "the operator has not judged it yet (phase <none>)"},
 		{"pending", testRun("ns", "r", "x", skillsv1.PhasePending, time.Second), "the operator has not judged it yet (phase Pending)"},
 	} {
-		err := checkDecidable(&tc.run)
+		err := checkDecidable(&tc.run, "bob")
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
+	}
+	if err := checkDecidable(&twoNeeded, "alice"); err == nil || !strings.Contains(err.Error(), "it was already approved by alice") {
+		t.Errorf("alice approving twice: %v", err)
 	}
 }
 
@@ -190,7 +199,7 @@ func TestSetApprovalPrecondition(t *testing.T) {
 		},
 	}).Build()
 
-	err := setApproval(context.Background(), c, key, &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice"})
+	_, err := setApproval(context.Background(), c, key, &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice"})
 	var decided *alreadyDecidedError
 	if !errors.As(err, &decided) || decided.approval.Approver != "erin" || patches != 1 {
 		t.Fatalf("error %v after %d patches, want already decided by erin after 1", err, patches)
@@ -203,17 +212,22 @@ func TestSetApprovalPrecondition(t *testing.T) {
 		t.Errorf("approval %+v, want erin's", got.Spec.Approval)
 	}
 
-	// Without a race, the patch writes the approval.
+	// Without a race, the patch appends the approval, with its time.
 	fresh := testRun("agents", "s", "kubectl drain node-2", skillsv1.PhaseAwaitingApproval, time.Minute)
 	c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(&fresh).Build()
 	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "ok"}
-	if err := setApproval(context.Background(), c, client.ObjectKeyFromObject(&fresh), &want); err != nil {
+	if _, err := setApproval(context.Background(), c, client.ObjectKeyFromObject(&fresh), &want); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(&fresh), got); err != nil {
 		t.Fatal(err)
 	}
-	if *got.Spec.Approval != want {
-		t.Errorf("approval %+v, want %+v", got.Spec.Approval, want)
+	if len(got.Spec.Approvals) != 1 || got.Spec.Approvals[0].Time == nil {
+		t.Fatalf("approvals %+v, want one entry with its time", got.Spec.Approvals)
+	}
+	entry := got.Spec.Approvals[0]
+	entry.Time = nil
+	if entry != want {
+		t.Errorf("approval %+v, want %+v", entry, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -143,12 +144,23 @@ func (o *approvalOptions) run(ctx context.Context, name string) error {
 	}
 	key := client.ObjectKey{Namespace: ns, Name: name}
 	approval := &skillsv1.Approval{Decision: o.decision, Approver: user, Reason: o.reason}
-	if err := setApproval(ctx, c, key, approval); err != nil {
+	run, err := setApproval(ctx, c, key, approval)
+	if err != nil {
 		return o.explain(err, key)
 	}
-	_, _ = fmt.Fprintf(o.Streams.Out, "commandrun.%s/%s %s by %s\n",
-		skillsv1.GroupVersion.Group, name, strings.ToLower(string(o.decision)), printable(user))
+	_, _ = fmt.Fprintf(o.Streams.Out, "commandrun.%s/%s %s by %s%s\n",
+		skillsv1.GroupVersion.Group, name, strings.ToLower(string(o.decision)), printable(user), soFar(run, o.decision))
 	return nil
+}
+
+// soFar says, after an approval of a run that needs several, how many it
+// has: " (1 of 2 approvals)".
+func soFar(run *skillsv1.CommandRun, decision skillsv1.ApprovalDecision) string {
+	t := run.Tally()
+	if decision != skillsv1.Approved || t.Required < 2 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of %d approvals)", len(t.Approvers), t.Required)
 }
 
 // currentUser asks the API server who the kubeconfig's credentials are.
@@ -168,24 +180,28 @@ func currentUser(ctx context.Context, cfg *rest.Config) (string, error) {
 	return review.Status.UserInfo.Username, nil
 }
 
-// setApproval writes spec.approval with a JSON merge patch that carries the
-// resourceVersion read, so that it applies only to the state checked. When
-// the run changed in between, it reads and checks it again.
-func setApproval(ctx context.Context, c client.Client, key client.ObjectKey, approval *skillsv1.Approval) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		run := &skillsv1.CommandRun{}
+// setApproval adds the user's entry to spec.approvals with a JSON merge
+// patch that carries the resourceVersion read, so that it applies only to
+// the state checked. When the run changed in between, it reads and checks
+// it again. It returns the run as written.
+func setApproval(ctx context.Context, c client.Client, key client.ObjectKey, approval *skillsv1.Approval) (*skillsv1.CommandRun, error) {
+	run := &skillsv1.CommandRun{}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, key, run); err != nil {
 			return err
 		}
-		if err := checkDecidable(run); err != nil {
+		if err := checkDecidable(run, approval.Approver); err != nil {
 			return err
 		}
 		patch := client.MergeFromWithOptions(run.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		// The approval names the decision it answers, so it never covers
+		// The entry names the decision it answers, so it never covers
 		// content judged after it.
-		run.Spec.Approval = run.ApproveDecision(approval.Decision, approval.Approver, approval.Reason)
+		entry := run.ApproveDecision(approval.Decision, approval.Approver, approval.Reason)
+		entry.Time = &metav1.Time{Time: time.Now().UTC().Truncate(time.Second)}
+		run.Spec.Approvals = append(run.Spec.Approvals, *entry)
 		return c.Patch(ctx, run, patch)
 	})
+	return run, err
 }
 
 // alreadyDecidedError says that a run carries a decision already.
@@ -224,12 +240,19 @@ func (e *notAwaitingError) Error() string {
 	return s
 }
 
-// checkDecidable tells whether a person may decide on a run now.
-func checkDecidable(run *skillsv1.CommandRun) error {
-	// An approval of an earlier decision does not count once the run was
-	// judged again: a person decides anew.
-	if a := run.Spec.Approval; a != nil && (a.Decision == skillsv1.Denied || a.Answers(run.Status.Decision, run.Generation)) {
-		return &alreadyDecidedError{approval: *run.Spec.Approval, phase: run.Status.Phase}
+// checkDecidable tells whether user may decide on a run now: it awaits
+// approval, nobody denied it, it does not have all the approvals it needs,
+// and user did not decide on its current decision yet. An approval of an
+// earlier decision does not count once the run was judged again: a person
+// decides anew.
+func checkDecidable(run *skillsv1.CommandRun, user string) error {
+	t := run.Tally()
+	for _, a := range run.AllApprovals() {
+		switch {
+		case a.Decision == skillsv1.Denied, a.Approver == user && a.Answers(run.Status.Decision, run.Generation),
+			t.Approved() && a.Answers(run.Status.Decision, run.Generation):
+			return &alreadyDecidedError{approval: a, phase: run.Status.Phase}
+		}
 	}
 	if run.Status.Phase != skillsv1.PhaseAwaitingApproval {
 		e := &notAwaitingError{phase: run.Status.Phase}

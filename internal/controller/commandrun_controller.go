@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,6 +245,7 @@ func (r *CommandRunReconciler) decide(run *skillsv1.CommandRun, pol *skillsv1.Co
 	}
 	run.Status.ApprovalDeadline = nil
 	if d.Action == policy.Ask {
+		run.Status.Decision.Approvers = pol.Spec.Approval.DeepCopy()
 		start := run.CreationTimestamp.Time
 		if again != "" {
 			// A person is asked anew: they get the whole approval timeout.
@@ -324,51 +326,44 @@ func (r *CommandRunReconciler) getOrReason(ctx context.Context, ns, name string,
 
 // awaitApproval handles a run the policy says to Ask about. It reports how
 // long to wait when the run still waits; otherwise the run was approved
-// (phase unchanged) or ended (Denied, Expired). Only an approval of the
-// decision in force lets the run go on; a denial ends it whatever decision
-// it answered.
+// (phase unchanged) or ended (Denied, Expired). It goes on once as many
+// distinct approvers as its decision requires approved the decision in
+// force; one denial ends it whatever decision it answered, and so does an
+// approval that cannot count (the requester's own, one naming nobody or
+// someone the decision does not allow), since only a cluster without the
+// admission policy lets one through.
 func (r *CommandRunReconciler) awaitApproval(run *skillsv1.CommandRun) (time.Duration, bool) {
-	d := run.Status.Decision
-	switch a := run.Spec.Approval; {
-	case a != nil && a.Decision == skillsv1.Denied:
-		msg := fmt.Sprintf("Denied by %s", a.Approver)
-		if a.Reason != "" {
-			msg += ": " + a.Reason
+	t := run.Tally()
+	switch {
+	case len(t.Ignored) > 0:
+		endRun(run, skillsv1.PhaseDenied, t.Ignored[0]+"; no Job was created. "+admissionHint, r.now())
+		return 0, false
+	case t.Denial != nil:
+		msg := fmt.Sprintf("Denied by %s", t.Denial.Approver)
+		if t.Denial.Reason != "" {
+			msg += ": " + t.Denial.Reason
 		}
 		endRun(run, skillsv1.PhaseDenied, msg, r.now())
 		return 0, false
-	case a != nil && a.Decision == skillsv1.Approved && selfApproval(run) != "":
-		endRun(run, skillsv1.PhaseDenied, selfApproval(run), r.now())
-		return 0, false
-	case a.Answers(d, run.Generation):
+	case t.Approved():
 		return 0, false
 	}
 	left := run.Status.ApprovalDeadline.Sub(r.now())
 	if left <= 0 {
-		endRun(run, skillsv1.PhaseExpired, "Nobody approved the command before its approval deadline", r.now())
+		endRun(run, skillsv1.PhaseExpired, expiredMessage(t), r.now())
 		return 0, false
 	}
-	setRunPhase(run, skillsv1.PhaseAwaitingApproval, awaitingMessage(run))
+	setRunPhase(run, skillsv1.PhaseAwaitingApproval, awaitingMessage(run, t))
 	return left, true
 }
 
-// selfApproval says why the run's approval does not count, "" when it
-// may: nobody approves their own command, nor does an approval that names
-// nobody. Admission refuses both; the controller does not rely on it, since
-// a cluster may lack the admission policy or its binding.
-func selfApproval(run *skillsv1.CommandRun) string {
-	a := run.Spec.Approval
-	switch {
-	case a == nil:
-		return ""
-	case a.Approver == "":
-		return "The approval does not count: it names no approver, so it cannot be told apart from the requester's own; " +
-			"no Job was created. " + admissionHint
-	case a.Approver == run.Spec.RequestedBy:
-		return fmt.Sprintf("The approval by %q does not count: %q requested the command, and nobody may approve their own "+
-			"command; no Job was created. %s", a.Approver, run.Spec.RequestedBy, admissionHint)
+// expiredMessage says that time ran out, and how far the approvals got.
+func expiredMessage(t skillsv1.Tally) string {
+	if len(t.Approvers) == 0 {
+		return "Nobody approved the command before its approval deadline"
 	}
-	return ""
+	return fmt.Sprintf("The command expired with %d of the %d approvals it needed (%s)",
+		len(t.Approvers), t.Required, strings.Join(t.Approvers, ", "))
 }
 
 // admissionHint names what should have refused an approval that does not
@@ -493,7 +488,63 @@ func (r *CommandRunReconciler) recordTransition(before, after *skillsv1.CommandR
 	if c := apimeta.FindStatusCondition(after.Status.Conditions, skillsv1.SucceededCondition); c != nil {
 		msg = c.Message
 	}
+	if after.Status.Phase == skillsv1.PhaseAwaitingApproval {
+		msg = askNote(after)
+	}
 	r.Recorder.Eventf(after, nil, typ, string(after.Status.Phase), "Run", "%s", eventNote(msg))
+	if before.Status.Phase == skillsv1.PhaseAwaitingApproval {
+		if note := decidedNote(after); note != "" {
+			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Decided", "Decide", "%s", eventNote(note))
+		}
+	}
+}
+
+// askNote is what a notifier needs of a run that waits for people: who
+// asks, what, under which rule, and the command that answers it. The
+// command comes last, as the one part that may be cut.
+func askNote(run *skillsv1.CommandRun) string {
+	d := run.Status.Decision
+	rule := "the default action"
+	if d.Rule != "" {
+		rule = fmt.Sprintf("rule %q", d.Rule)
+	}
+	t := run.Tally()
+	who := ""
+	if a := d.Approvers; a != nil {
+		who = fmt.Sprintf(" from %s", approverNames(a))
+	}
+	return fmt.Sprintf("Agent %s asks; CommandPolicy %s (%s) says Ask; it needs %d approval(s)%s: "+
+		"kubectl skills approve %s -n %s; command: %s",
+		run.Spec.Agent, d.Policy, rule, t.Required, who, run.Name, run.Namespace, run.Spec.Command)
+}
+
+// approverNames lists the users and groups of an approver set.
+func approverNames(a *skillsv1.ApprovalRule) string {
+	var parts []string
+	if len(a.Users) > 0 {
+		parts = append(parts, strings.Join(a.Users, ", "))
+	}
+	for _, g := range a.Groups {
+		parts = append(parts, "group "+g)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// decidedNote says who decided a run that waited for people, "" when
+// nobody did (it expired, or was judged again).
+func decidedNote(run *skillsv1.CommandRun) string {
+	t := run.Tally()
+	switch {
+	case t.Denial != nil:
+		note := "Denied by " + t.Denial.Approver
+		if t.Denial.Reason != "" {
+			note += ": " + t.Denial.Reason
+		}
+		return note
+	case t.Approved():
+		return fmt.Sprintf("Approved by %s (%d of %d)", strings.Join(t.Approvers, ", "), len(t.Approvers), t.Required)
+	}
+	return ""
 }
 
 func (r *CommandRunReconciler) now() time.Time {

@@ -254,13 +254,10 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 		RunnerImage: r.RunnerImage, DefaultImage: r.SandboxImage,
 		RunnerFromImage: r.RunnerFromImage != nil && r.RunnerFromImage(),
 	}
-	if a := run.Spec.Approval; a != nil && (!a.Answers(run.Status.Decision, run.Generation) || selfApproval(run) != "") {
-		// An approval of an earlier decision is no approval of this one,
-		// nor is the requester's own: the sandbox must not run what the
-		// policy asks about on its word.
-		p.Run = run.DeepCopy()
-		p.Run.Spec.Approval = nil
-	}
+	// Only the approvals the run's decision requires let the sandbox run
+	// what the policy asks about: an approval of an earlier decision, the
+	// requester's own or too few of them are none.
+	p.Approved = run.Tally().Approved()
 	p.Timeout = sandbox.ResolveTimeout(run, pol)
 	if ok, err := r.identity(ctx, run, pol, &p); !ok || err != nil {
 		return err

@@ -75,23 +75,42 @@ func (r *CommandRunReconciler) judgeAgain(run *skillsv1.CommandRun, pol *skillsv
 		eventNote(fmt.Sprintf("Judged again before the command ran, because %s: %s, was %s", changed, after, before)))
 }
 
-// awaitingMessage tells a person what the run waits for and, when an
-// approval is there that does not count, why.
-func awaitingMessage(run *skillsv1.CommandRun) string {
+// awaitingMessage tells a person what the run waits for, how many
+// approvals it has and, when an approval is there that answers an earlier
+// decision, why it does not count.
+func awaitingMessage(run *skillsv1.CommandRun, t skillsv1.Tally) string {
 	ask := fmt.Sprintf("Waiting for a person to approve or deny: kubectl skills approve %s", run.Name)
-	d, a := run.Status.Decision, run.Spec.Approval
+	if t.Required > 1 || len(t.Approvers) > 0 {
+		ask = fmt.Sprintf("Waiting for %d of %d approvals (%d so far%s): kubectl skills approve %s",
+			t.Required-len(t.Approvers), t.Required, len(t.Approvers), byWhom(t.Approvers), run.Name)
+	}
+	d := run.Status.Decision
+	var stale *skillsv1.Approval
+	for _, a := range run.AllApprovals() {
+		if a.Decision == skillsv1.Approved && !a.Answers(d, run.Generation) {
+			stale = &a
+		}
+	}
 	switch {
-	case d.JudgedAgain != "" && a != nil:
+	case d.JudgedAgain != "" && stale != nil:
 		return fmt.Sprintf("Judged again because %s: the approval by %s was given for the earlier decision and does not cover "+
-			"what would run now. %s", d.JudgedAgain, a.Approver, ask)
+			"what would run now. %s", d.JudgedAgain, stale.Approver, ask)
 	case d.JudgedAgain != "":
 		return fmt.Sprintf("Judged again because %s. %s", d.JudgedAgain, ask)
-	case a != nil:
+	case stale != nil:
 		return fmt.Sprintf("The approval by %s names another decision (policy generation %d, skill %s) than the run's "+
-			"(policy generation %d, skill %s). %s", a.Approver, a.PolicyGeneration, orNone(shortHash(a.SkillHash)),
+			"(policy generation %d, skill %s). %s", stale.Approver, stale.PolicyGeneration, orNone(shortHash(stale.SkillHash)),
 			d.PolicyGeneration, orNone(shortHash(d.SkillHash)), ask)
 	}
 	return ask
+}
+
+// byWhom lists approvers after a count, "" for none.
+func byWhom(approvers []string) string {
+	if len(approvers) == 0 {
+		return ""
+	}
+	return ", by " + strings.Join(approvers, ", ")
 }
 
 // shortHash shortens a "sha256:..." content hash for messages.

@@ -340,7 +340,7 @@ func withRunnerFlag(command []string, flag string) []string {
 
 // PolicySnapshot is the policy the runner enforces for p.Run: the rules
 // and default action of p.Policy, the allowed-tools of p.Skill, and
-// whether a person approved the run (spec.approval.decision Approved).
+// whether people approved the run (p.Approved).
 // Without a policy nothing may run, so a nil p.Policy gives a snapshot
 // whose default action is Never.
 func PolicySnapshot(p Params) runner.PolicySnapshot {
@@ -356,8 +356,7 @@ func PolicySnapshot(p Params) runner.PolicySnapshot {
 	if p.Skill != nil {
 		snap.AllowedTools = append([]string(nil), p.Skill.Spec.AllowedTools...)
 	}
-	a := p.Run.Spec.Approval
-	snap.Approved = a != nil && a.Decision == skillsv1.Approved
+	snap.Approved = p.Approved
 	return snap
 }
 

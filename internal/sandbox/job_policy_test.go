@@ -25,11 +25,6 @@ func TestPolicySnapshot(t *testing.T) {
 	rules := []runner.SnapshotRule{{Pattern: "kubectl get *", Action: policy.Always}, {Pattern: "rm *", Action: policy.Never}}
 	skill := testSkill("skill-pdf-tools")
 	skill.Spec.AllowedTools = []string{"Bash(kubectl get:*)", "Read"}
-	approved := func(d skillsv1.ApprovalDecision) *skillsv1.CommandRun {
-		run := testRun()
-		run.Spec.Approval = &skillsv1.Approval{Decision: d, Approver: "alice"}
-		return run
-	}
 	cases := []struct {
 		name   string
 		params Params
@@ -39,10 +34,8 @@ func TestPolicySnapshot(t *testing.T) {
 			want: runner.PolicySnapshot{DefaultAction: policy.Never}},
 		{name: "rules, no approval", params: Params{Run: testRun(), Policy: pol},
 			want: runner.PolicySnapshot{DefaultAction: policy.Ask, Rules: rules}},
-		{name: "approved", params: Params{Run: approved(skillsv1.Approved), Policy: pol},
+		{name: "approved", params: Params{Run: testRun(), Policy: pol, Approved: true},
 			want: runner.PolicySnapshot{DefaultAction: policy.Ask, Rules: rules, Approved: true}},
-		{name: "denied is not approved", params: Params{Run: approved(skillsv1.Denied), Policy: pol},
-			want: runner.PolicySnapshot{DefaultAction: policy.Ask, Rules: rules}},
 		{name: "skill's allowed-tools", params: Params{Run: testRun(), Policy: pol, Skill: skill},
 			want: runner.PolicySnapshot{DefaultAction: policy.Ask, Rules: rules, AllowedTools: skill.Spec.AllowedTools}},
 	}

@@ -224,6 +224,10 @@ type Params struct {
 	// Status.ConfigMaps, in the run's namespace, are the shards mounted;
 	// when it sets Spec.Bundle.Image, that image is mounted instead.
 	Skill *skillsv1.Skill
+	// Approved tells that as many people as the run's decision requires
+	// approved it (CommandRun.Tally): the runner then runs what the policy
+	// says to Ask about.
+	Approved bool
 	// SkillHash is the content hash the run's decision pinned (its
 	// status.decision.skillHash): "unpack-skill" refuses shards holding
 	// other content. Empty checks only that the shards are of one version.
