@@ -58,6 +58,9 @@ func TestAgentChartDefaults(t *testing.T) {
 	if p.Spec.DefaultAction != skillsv1.ActionAsk {
 		t.Errorf("defaultAction = %s, want Ask", p.Spec.DefaultAction)
 	}
+	if p.Spec.Approval != nil {
+		t.Errorf("approval = %+v, want none: one approval from any approver", p.Spec.Approval)
+	}
 	for _, action := range []skillsv1.PolicyAction{skillsv1.ActionAlways, skillsv1.ActionAsk, skillsv1.ActionNever} {
 		if !slices.ContainsFunc(p.Spec.Examples, func(e skillsv1.PolicyExample) bool { return e.Expect == action }) {
 			t.Errorf("no example expects %s", action)
@@ -167,6 +170,9 @@ func TestAgentChartValues(t *testing.T) {
 		sb.Egress == nil || !sb.Egress.DNS || *sb.RuntimeClassName != "gvisor" || len(sb.EnvFromSecrets) != 1 ||
 		sb.TTLSecondsAfterFinished == nil || *sb.TTLSecondsAfterFinished != 0 || sb.Resources == nil {
 		t.Errorf("sandbox = %+v", sb)
+	}
+	if a := p.Spec.Approval; a == nil || !reflect.DeepEqual(*a, skillsv1.ApprovalRule{Users: []string{"alice", "bob"}, Groups: []string{"sre"}, Required: 2}) {
+		t.Errorf("approval = %+v", a)
 	}
 	if h := p.Spec.History; h == nil || *h.MaxRuns != 10 || h.MaxAge.Duration.Hours() != 24 || p.Spec.ApprovalTimeout.Duration.Minutes() != 15 {
 		t.Errorf("history %+v, approvalTimeout %v", h, p.Spec.ApprovalTimeout)
