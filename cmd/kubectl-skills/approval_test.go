@@ -236,9 +236,14 @@ func expectFailure(t *testing.T, what string, res clitest.Result, want ...string
 		t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 1", what, res.Code, res.Stdout, res.Stderr)
 		return
 	}
+	lines := strings.Split(strings.TrimSuffix(res.Stderr, "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "error: ") || strings.Count(res.Stderr, "error: ") != 1 {
+		t.Errorf("%s: stderr does not end with one error line: %q", what, res.Stderr)
+	}
 	for _, w := range want {
-		if !strings.Contains(res.Stderr, w) {
-			t.Errorf("%s: stderr %q lacks %q", what, res.Stderr, w)
+		if !strings.Contains(last, w) {
+			t.Errorf("%s: error line %q lacks %q", what, last, w)
 		}
 	}
 }
@@ -277,19 +282,19 @@ func TestApproveAndDeny(t *testing.T) {
 	}
 
 	// Refusals: the requester (admission), a stranger and a reader (RBAC).
-	expectFailure(t, "approve as the requester", bob.run("approve", "restart"),
+	expectFailure(t, "approve as the requester", bob.run("approve", "restart", "--yes"),
 		"failed to approve commandrun approvals/restart: refused by admission:",
 		"the user who requested a command cannot approve or deny it")
-	expectFailure(t, "approve without rights", carol.run("approve", "restart", "-n", ns),
+	expectFailure(t, "approve without rights", carol.run("approve", "restart", "-n", ns, "--yes"),
 		"forbidden: you need get and patch on commandruns, which the ClusterRole kubeskills-approver grants", `User "carol" cannot get`)
-	expectFailure(t, "approve as a reader", dave.run("deny", "restart"),
+	expectFailure(t, "approve as a reader", dave.run("deny", "restart", "--yes"),
 		"failed to deny commandrun approvals/restart: forbidden:", "kubeskills-approver", `User "dave" cannot patch`)
 	if run := getRun(t, ns, "restart"); len(run.AllApprovals()) != 0 || run.Status.Phase != skillsv1.PhaseAwaitingApproval {
 		t.Fatalf("a refused approval changed the run: %+v, %s", run.AllApprovals(), run.Status.Phase)
 	}
 
 	// Approve: the run leaves AwaitingApproval, with alice as the approver.
-	res = alice.run("approve", "restart", "--reason", "maintenance window")
+	res = alice.run("approve", "restart", "--reason", "maintenance window", "--yes")
 	if res.Code != cli.ExitOK || res.Stdout != "commandrun.kubeskills.io/restart approved by alice\n" {
 		t.Fatalf("approve: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
@@ -306,11 +311,11 @@ func TestApproveAndDeny(t *testing.T) {
 		}
 	}
 	waitPhase(t, ns, "restart", skillsv1.PhaseRunning)
-	expectFailure(t, "approve twice", alice.run("approve", "restart"),
+	expectFailure(t, "approve twice", alice.run("approve", "restart", "--yes"),
 		`it was already approved by alice ("maintenance window")`)
 
 	// Deny: the run ends Denied, with the reason.
-	res = alice.run("deny", "drain", "-n", ns, "--reason", "not during business hours")
+	res = alice.run("deny", "drain", "-n", ns, "--reason", "not during business hours", "--yes")
 	if res.Code != cli.ExitOK || res.Stdout != "commandrun.kubeskills.io/drain denied by alice\n" {
 		t.Fatalf("deny: exit %d, stdout %q, stderr %q", res.Code, res.Stdout, res.Stderr)
 	}
@@ -319,14 +324,14 @@ func TestApproveAndDeny(t *testing.T) {
 		!strings.Contains(c.Message, "Denied by alice: not during business hours") {
 		t.Errorf("denied run's condition %+v", c)
 	}
-	expectFailure(t, "approve a denied run", alice.run("approve", "drain"), "it was already denied by alice")
+	expectFailure(t, "approve a denied run", alice.run("approve", "drain", "--yes"), "it was already denied by alice")
 
 	// Runs that do not wait for anyone.
-	expectFailure(t, "approve a run the policy refused", alice.run("approve", "wipe"),
+	expectFailure(t, "approve a run the policy refused", alice.run("approve", "wipe", "--yes"),
 		"it is not awaiting approval: its phase is Denied (Denied by the policy:", `"rm *"`)
-	expectFailure(t, "approve a run that runs", alice.run("approve", "read"), "it is not awaiting approval: its phase is Running")
-	expectFailure(t, "approve a missing run", alice.run("approve", "nothing"), `no CommandRun "nothing" in namespace "approvals"`)
-	expectFailure(t, "a long reason", alice.run("approve", "restart", "--reason", strings.Repeat("x", 1025)), "at most 1024")
+	expectFailure(t, "approve a run that runs", alice.run("approve", "read", "--yes"), "it is not awaiting approval: its phase is Running")
+	expectFailure(t, "approve a missing run", alice.run("approve", "nothing", "--yes"), `no CommandRun "nothing" in namespace "approvals"`)
+	expectFailure(t, "a long reason", alice.run("approve", "restart", "--reason", strings.Repeat("x", 1025), "--yes"), "at most 1024")
 
 	// The approved command runs and exits 0; list shows every run.
 	finishJob(t, ns, "restart", &runner.Result{ExitCode: 0, Stdout: "deployment.apps/web restarted\n"})
@@ -374,7 +379,7 @@ func TestApprovalRace(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				verb := []string{"approve", "deny"}[j]
-				results[j] = p.run(verb, name, "--reason", "race")
+				results[j] = p.run(verb, name, "--reason", "race", "--yes")
 			}()
 		}
 		wg.Wait()

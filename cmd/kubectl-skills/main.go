@@ -6,7 +6,7 @@
 //	kubectl skills validate PATH...       check folders and manifests offline
 //	kubectl skills policy check -f P -- C  what a CommandPolicy decides for C
 //	kubectl skills approve|deny RUN       decide on a command awaiting approval
-//	kubectl skills list [--pending]       list CommandRuns
+//	kubectl skills list [--pending [-w]]  list CommandRuns, or follow those awaiting approval
 //	kubectl skills mcp --agent NAME       serve an Agent's MCP endpoint on stdio
 //
 // Run `kubectl skills COMMAND --help` for the flags and the rules. The

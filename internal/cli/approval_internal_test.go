@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	fieldpath "k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -159,12 +160,17 @@ func TestExplain(t *testing.T) {
 	}{
 		{rbac, `failed to approve commandrun agents/r: forbidden: you need get and patch on commandruns, which the ClusterRole kubeskills-approver grants`},
 		{rbac, `User "carol" cannot patch`},
-		{admission, "failed to approve commandrun agents/r: refused by admission: " + admission.Error()},
+		{admission, "failed to approve commandrun agents/r: refused by admission: the user who requested a command cannot approve or deny it"},
+		{apierrors.NewInvalid(schema.GroupKind{Group: "kubeskills.io", Kind: "CommandRun"}, "r", fieldpath.ErrorList{
+			fieldpath.Invalid(fieldpath.NewPath("spec", "approvals"), "array", "spec.approvals is append-only:\n entries are never removed")}),
+			`failed to approve commandrun agents/r: the API server refused it: spec.approvals: Invalid value: "array": spec.approvals is append-only: entries are never removed`},
+		{&judgedAgainError{decision: &skillsv1.PolicyDecision{JudgedAgain: "the policy changed"}},
+			"the command was judged again while you decided (the policy changed); nothing was written"},
 		{apierrors.NewNotFound(gr, "r"), `failed to approve commandrun agents/r: no CommandRun "r" in namespace "agents"`},
 		{&notAwaitingError{phase: skillsv1.PhaseRunning}, "failed to approve commandrun agents/r: it is not awaiting approval: its phase is Running"},
 		{errors.New("connection refused"), "failed to approve commandrun agents/r: connection refused"},
 	} {
-		if got := o.explain(tc.err, key).Error(); !strings.Contains(got, tc.want) {
+		if got := o.explain(tc.err, key).Error(); !strings.Contains(got, tc.want) || strings.Contains(got, "\n") {
 			t.Errorf("explain(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
@@ -199,7 +205,7 @@ func TestSetApprovalPrecondition(t *testing.T) {
 		},
 	}).Build()
 
-	_, err := setApproval(context.Background(), c, key, &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice"})
+	_, err := setApproval(context.Background(), c, key, &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice"}, nil)
 	var decided *alreadyDecidedError
 	if !errors.As(err, &decided) || decided.approval.Approver != "erin" || patches != 1 {
 		t.Fatalf("error %v after %d patches, want already decided by erin after 1", err, patches)
@@ -216,7 +222,7 @@ func TestSetApprovalPrecondition(t *testing.T) {
 	fresh := testRun("agents", "s", "kubectl drain node-2", skillsv1.PhaseAwaitingApproval, time.Minute)
 	c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(&fresh).Build()
 	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "ok"}
-	if _, err := setApproval(context.Background(), c, client.ObjectKeyFromObject(&fresh), &want); err != nil {
+	if _, err := setApproval(context.Background(), c, client.ObjectKeyFromObject(&fresh), &want, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(&fresh), got); err != nil {

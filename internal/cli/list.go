@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -35,6 +36,13 @@ replaced: read the whole command, and why the policy asks, before deciding:
 
   kubectl get commandrun RUN -o jsonpath='{.spec.command}{"\n"}{.status.decision.reason}{"\n"}'
 
+With --pending --watch (-w), it prints the runs awaiting approval, then
+follows the cluster until interrupted: a new run awaiting approval gets a
+row, and so does one that leaves it, with its new PHASE (Running, Denied,
+Expired..., or Deleted). It resumes by itself when the API server ends the
+watch. Watching needs 'watch' on commandruns, which the same ClusterRole
+grants.
+
 The namespace is that of -n, else of the kubeconfig's context; -A lists every
 namespace and adds a NAMESPACE column. Listing needs 'list' on commandruns,
 which the kubeskills-approver ClusterRole grants.`
@@ -43,7 +51,10 @@ const listExample = `  # Every run of the namespace agents
   kubectl skills list -n agents
 
   # What waits for a person, in every namespace
-  kubectl skills list --pending -A`
+  kubectl skills list --pending -A
+
+  # Follow what comes to wait for a person, until Ctrl-C
+  kubectl skills list --pending --watch -n agents`
 
 // commandColumnRunes is how much of a command the COMMAND column shows.
 const commandColumnRunes = 48
@@ -52,13 +63,14 @@ const commandColumnRunes = 48
 type listOptions struct {
 	*Options
 	pending       bool
+	watch         bool
 	allNamespaces bool
 }
 
 func newListCommand(o *Options) *cobra.Command {
 	opts := &listOptions{Options: o}
 	cmd := &cobra.Command{
-		Use:     "list [--pending] [-A]",
+		Use:     "list [--pending [--watch]] [-A]",
 		Short:   "List CommandRuns: what agents asked to run and what became of it",
 		Long:    listLong,
 		Example: listExample,
@@ -69,13 +81,18 @@ func newListCommand(o *Options) *cobra.Command {
 	}
 	flags := cmd.Flags()
 	flags.BoolVar(&opts.pending, "pending", false, "List only the runs awaiting approval, with their deadline")
+	flags.BoolVarP(&opts.watch, "watch", "w", false,
+		"With --pending: then follow new runs awaiting approval, and those that leave it, until interrupted")
 	flags.BoolVarP(&opts.allNamespaces, "all-namespaces", "A", false, "List the runs of every namespace")
 	return cmd
 }
 
 // run lists the runs and prints the table.
 func (o *listOptions) run(ctx context.Context) error {
-	c, err := o.Client()
+	if o.watch && !o.pending {
+		return errors.New("--watch follows the runs awaiting approval: use it with --pending")
+	}
+	c, err := o.WatchClient()
 	if err != nil {
 		return err
 	}
@@ -88,6 +105,11 @@ func (o *listOptions) run(ctx context.Context) error {
 		}
 		opts = append(opts, client.InNamespace(ns))
 		where = fmt.Sprintf("namespace %q", ns)
+	}
+	if o.watch {
+		f := &follower{c: c, opts: opts, where: where, out: o.Streams.Out, errOut: o.Streams.ErrOut,
+			table: runTable{pending: true, watch: true, namespaces: o.allNamespaces}}
+		return f.run(ctx)
 	}
 	var list skillsv1.CommandRunList
 	if err := c.List(ctx, &list, opts...); err != nil {
@@ -126,6 +148,10 @@ type runTable struct {
 	pending bool
 	// namespaces adds a NAMESPACE column.
 	namespaces bool
+	// watch adds a PHASE column, last, to the approval table.
+	watch bool
+	// noHeader leaves the header out.
+	noHeader bool
 }
 
 // writeRunTable prints runs as a table, as of now. It sorts runs in place.
@@ -136,12 +162,20 @@ func writeRunTable(w io.Writer, runs []skillsv1.CommandRun, t runTable, now time
 	if t.pending {
 		header = []string{"NAME", "AGENT", "COMMAND", "REQUESTED BY", "DEADLINE", "AGE"}
 	}
+	if t.pending && t.watch {
+		header = append(header, "PHASE")
+	}
 	if t.namespaces {
 		header = append([]string{"NAMESPACE"}, header...)
 	}
-	_, _ = fmt.Fprintln(tw, strings.Join(header, "\t"))
+	if !t.noHeader {
+		_, _ = fmt.Fprintln(tw, strings.Join(header, "\t"))
+	}
 	for i := range runs {
 		row := runRow(&runs[i], t.pending, now)
+		if t.pending && t.watch {
+			row = append(row, phaseCell(&runs[i]))
+		}
 		if t.namespaces {
 			row = append([]string{runs[i].Namespace}, row...)
 		}
@@ -195,6 +229,14 @@ func runRow(r *skillsv1.CommandRun, pending bool, now time.Time) []string {
 		row = append(row, orNone(string(r.Status.Phase)), actionCell(r), exitCell(r))
 	}
 	return append(row, ageCell(r, now))
+}
+
+// phaseCell is a run's phase, or Deleted once it is gone.
+func phaseCell(r *skillsv1.CommandRun) string {
+	if r.DeletionTimestamp != nil {
+		return "Deleted"
+	}
+	return orNone(string(r.Status.Phase))
 }
 
 func actionCell(r *skillsv1.CommandRun) string {

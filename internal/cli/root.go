@@ -13,6 +13,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ type Options struct {
 	// -n/--namespace and the rest.
 	ConfigFlags *genericclioptions.ConfigFlags
 	// NewClient builds the API client from ConfigFlags; tests may replace it.
-	NewClient func(flags *genericclioptions.ConfigFlags) (client.Client, error)
+	NewClient func(flags *genericclioptions.ConfigFlags) (client.WithWatch, error)
 }
 
 // NewOptions returns Options writing to streams and reading the kubeconfig
@@ -61,6 +62,11 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 
 // Client returns an API client for the cluster the kubectl flags select.
 func (o *Options) Client() (client.Client, error) {
+	return o.NewClient(o.ConfigFlags)
+}
+
+// WatchClient returns an API client that can also watch.
+func (o *Options) WatchClient() (client.WithWatch, error) {
 	return o.NewClient(o.ConfigFlags)
 }
 
@@ -85,7 +91,7 @@ func (o *Options) Namespace() (string, error) {
 
 // newClient builds a controller-runtime client knowing the kubeskills kinds
 // from the REST config that the kubectl flags describe.
-func newClient(flags *genericclioptions.ConfigFlags) (client.Client, error) {
+func newClient(flags *genericclioptions.ConfigFlags) (client.WithWatch, error) {
 	cfg, err := flags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
@@ -94,7 +100,7 @@ func newClient(flags *genericclioptions.ConfigFlags) (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create client for %s: %w", cfg.Host, err)
 	}
@@ -114,7 +120,8 @@ agents.
   validate      checks folders and manifests offline, with the operator's rules
   policy check  tells what a CommandPolicy decides for a command, offline
   approve, deny decide on a command that waits for a person
-  list          lists CommandRuns (--pending: those waiting for a person)
+  list          lists CommandRuns (--pending: those waiting for a person;
+                --watch follows them)
   doctor        tells whether a cluster is fit for kubeskills, and proves the
                 sandbox's network fence with canary pods
   mcp           serves an Agent's MCP endpoint over stdio, for MCP hosts
@@ -158,9 +165,15 @@ func NewRootCommand(o *Options) *cobra.Command {
 // Execute runs the plugin with the command-line arguments (without the
 // program name) and returns the process exit code.
 func Execute(args []string, streams genericiooptions.IOStreams) int {
+	return ExecuteContext(context.Background(), args, streams)
+}
+
+// ExecuteContext is Execute with a context: commands that follow the
+// cluster (list --watch) stop when it is done.
+func ExecuteContext(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
 	cmd := NewRootCommand(NewOptions(streams))
 	cmd.SetArgs(args)
-	err := cmd.Execute()
+	err := cmd.ExecuteContext(ctx)
 	switch {
 	case err == nil:
 		return ExitOK

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// writeSummary prints what a person is about to decide on: the command, the
+// decision that sent it to a person, the skill, the agent, the requester,
+// the sandbox identity, the approvers and the approvals so far. Text an
+// agent wrote is made printable.
+func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1.CommandRun, user, sandbox string) {
+	verb := "Approve"
+	if decision == skillsv1.Denied {
+		verb = "Deny"
+	}
+	_, _ = fmt.Fprintf(w, "%s commandrun %s/%s, as %s:\n", verb, run.Namespace, run.Name, printable(user))
+	field := func(name, value string) {
+		_, _ = fmt.Fprintf(w, "  %-13s %s\n", name+":", value)
+	}
+	lines := strings.Split(strings.TrimRight(run.Spec.Command, "\n"), "\n")
+	field("Command", printable(lines[0]))
+	for _, l := range lines[1:] {
+		_, _ = fmt.Fprintf(w, "  %-13s %s\n", "", printable(l))
+	}
+	d := run.Status.Decision
+	if d == nil {
+		field("Decision", "none recorded")
+	} else {
+		by := "the default action"
+		if d.Rule != "" {
+			by = fmt.Sprintf("rule %q", printable(d.Rule))
+		}
+		policy := "no policy"
+		if d.Policy != "" {
+			policy = fmt.Sprintf("CommandPolicy %s (generation %d)", d.Policy, d.PolicyGeneration)
+		}
+		field("Decision", fmt.Sprintf("%s, by %s of %s", d.Action, by, policy))
+		if d.Reason != "" {
+			field("Why", oneLine(d.Reason))
+		}
+		if d.JudgedAgain != "" {
+			field("Judged again", oneLine(d.JudgedAgain))
+		}
+	}
+	skill := "none"
+	if run.Spec.Skill != "" {
+		skill = printable(run.Spec.Skill)
+		if d != nil && d.SkillHash != "" {
+			skill += " (content " + shortHash(d.SkillHash) + ")"
+		}
+	}
+	field("Skill", skill)
+	field("Agent", printable(run.Spec.Agent))
+	field("Requested by", orUnknown(printable(run.Spec.RequestedBy)))
+	field("Sandbox", sandbox)
+	t := run.Tally()
+	field("Approvers", approversText(d, t.Required))
+	so := fmt.Sprintf("%d of %d approvals", len(t.Approvers), t.Required)
+	if len(t.Approvers) > 0 {
+		so += " (" + printable(strings.Join(t.Approvers, ", ")) + ")"
+	}
+	field("So far", so)
+}
+
+// approversText says who may approve a run's decision, and how many must.
+func approversText(d *skillsv1.PolicyDecision, required int) string {
+	if d == nil || d.Approvers == nil || len(d.Approvers.Users)+len(d.Approvers.Groups) == 0 {
+		return fmt.Sprintf("anyone the %s ClusterRole lets decide in the namespace, but the requester; %d required",
+			approverRole, required)
+	}
+	var who []string
+	if len(d.Approvers.Users) > 0 {
+		who = append(who, "users "+strings.Join(d.Approvers.Users, ", "))
+	}
+	if len(d.Approvers.Groups) > 0 {
+		who = append(who, "members of "+strings.Join(d.Approvers.Groups, ", "))
+	}
+	return printable(fmt.Sprintf("%s; %d required", strings.Join(who, "; "), required))
+}
+
+// sandboxIdentity says which Kubernetes identity the run's sandbox would run
+// with: the run's status.serviceAccountName once its Job exists, else its
+// policy's spec.sandbox.serviceAccountName, when the user may read the
+// policy.
+func sandboxIdentity(ctx context.Context, c client.Client, run *skillsv1.CommandRun) string {
+	if sa := run.Status.ServiceAccountName; sa != "" {
+		return "ServiceAccount " + printable(sa)
+	}
+	d := run.Status.Decision
+	if d == nil || d.Policy == "" {
+		return "unknown: the decision names no CommandPolicy"
+	}
+	policy := &skillsv1.CommandPolicy{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: d.Policy}, policy)
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Sprintf("unknown: you may not read CommandPolicy %s (it names the sandbox's ServiceAccount)", d.Policy)
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("unknown: CommandPolicy %s no longer exists", d.Policy)
+	case err != nil:
+		return fmt.Sprintf("unknown: failed to read CommandPolicy %s: %s", d.Policy, oneLine(err.Error()))
+	}
+	s := "none: commands run with no Kubernetes identity"
+	if policy.Spec.Sandbox != nil && policy.Spec.Sandbox.ServiceAccountName != "" {
+		s = "ServiceAccount " + printable(policy.Spec.Sandbox.ServiceAccountName)
+	}
+	if policy.Generation != d.PolicyGeneration {
+		s += fmt.Sprintf(" (as of the policy's generation %d; the command will be judged again before it runs)", policy.Generation)
+	}
+	return s
+}
+
+// shortHash shortens a content hash to its algorithm and 12 digits.
+func shortHash(h string) string {
+	algo, digits, ok := strings.Cut(h, ":")
+	if !ok {
+		algo, digits = "", h
+	}
+	if len(digits) > 12 {
+		digits = digits[:12]
+	}
+	if algo == "" {
+		return printable(digits)
+	}
+	return printable(algo + ":" + digits)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
