@@ -323,7 +323,7 @@ func (x *chaos) approve(t *testing.T, runs []*chaosRun, kind commandKind) {
 			continue
 		}
 		NewWithT(t).Eventually(func() error {
-			_, err := c.command(c.kubectl, "skills", "approve", r.name, "-n", ns, "--reason", "chaos")
+			_, err := c.command(c.kubectl, "skills", "approve", r.name, "-n", ns, "--reason", "chaos", "--yes")
 			return err
 		}, 2*time.Minute, time.Second).Should(Succeed())
 	}

@@ -110,6 +110,7 @@ func TestEndToEnd(t *testing.T) {
 		{"3 helm install an agent", installAgent},
 		{"4 chat runs an allowed command", chatRunsCommand},
 		{"5 ask approve deny expire never", approvals},
+		{"5b two approvers of two, end to end", twoOfTwo},
 		{"6 timeout truncation and separate streams", limits},
 		{"7 sandbox is locked down", lockedDown},
 		{"8 skill edits reach the running agent", skillEdits},
@@ -413,7 +414,7 @@ func approvals(t *testing.T, s *state) {
 	pending := runAsync(s, "date")
 	run := awaitingApproval(t, "date")
 	g.Consistently(func() int { return jobsOf(t, run.Name) }, 2*time.Second, 200*time.Millisecond).Should(BeZero())
-	out := c.mustKubectl(t, "skills", "approve", run.Name, "-n", ns, "--reason", "e2e")
+	out := mustDecide(t, "approve", run.Name, "", "e2e")
 	g.Expect(out).To(ContainSubstring(run.Name))
 	res := <-pending
 	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseSucceeded)), res.Message)
@@ -423,7 +424,7 @@ func approvals(t *testing.T, s *state) {
 	// Deny: the run ends and never gets a Job.
 	pending = runAsync(s, "date -u")
 	run = awaitingApproval(t, "date -u")
-	c.mustKubectl(t, "skills", "deny", run.Name, "-n", ns, "--reason", "not now")
+	mustDecide(t, "deny", run.Name, "", "not now")
 	res = <-pending
 	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseDenied)), res.Message)
 	g.Expect(jobsOf(t, run.Name)).To(BeZero())

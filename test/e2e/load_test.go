@@ -212,7 +212,7 @@ func approveAll(t *testing.T, runs []*chaosRun) {
 		go func() {
 			defer wg.Done()
 			for r := range work {
-				if out, err := c.command(c.kubectl, "skills", "approve", r.name, "-n", ns, "--reason", "load"); err != nil {
+				if out, err := c.command(c.kubectl, "skills", "approve", r.name, "-n", ns, "--reason", "load", "--yes"); err != nil {
 					mu.Lock()
 					failed = append(failed, fmt.Sprintf("%s: %v %s", r.name, err, out))
 					mu.Unlock()

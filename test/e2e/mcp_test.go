@@ -19,12 +19,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -364,37 +361,7 @@ func bridgeUser(t *testing.T) string {
 			}
 		})
 	}
-	expiry := int64(time.Hour / time.Second)
-	tr, err := c.clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, user, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("failed to request a token of %s: %v", user, err)
-	}
-
-	// The cluster of the e2e's kubeconfig, with the user's token.
-	admin, err := clientcmd.LoadFromFile(c.kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	current, ok := admin.Contexts[admin.CurrentContext]
-	if !ok || admin.Clusters[current.Cluster] == nil {
-		t.Fatalf("%s has no current context with a cluster", c.kubeconfig)
-	}
-	cluster := admin.Clusters[current.Cluster].DeepCopy()
-	if cluster.CertificateAuthority != "" && !filepath.IsAbs(cluster.CertificateAuthority) {
-		cluster.CertificateAuthority = filepath.Join(filepath.Dir(c.kubeconfig), cluster.CertificateAuthority)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["e2e"] = cluster
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts[user] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: user, Namespace: ns}
-	cfg.CurrentContext = user
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return serviceAccountKubeconfig(t, user, false)
 }
 
 // docsBridgeRole is the Role of docs/mcp.md's "The rights it needs": the
