@@ -27,15 +27,25 @@ const skillKind = "Skill"
 // fields. Multi-line text is written as literal blocks where kubectl reads
 // them back unchanged, so that SKILL.md reads as itself.
 func encodeObject(obj *skillsv1.Skill) ([]byte, error) {
-	data, err := json.Marshal(obj)
+	data, err := encodeManifest(obj)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode skill %s: %w", obj.Name, err)
+	}
+	return data, nil
+}
+
+// encodeManifest writes an API object as one YAML document, fields in the
+// order of its type, without status, creationTimestamp or unset fields.
+func encodeManifest(obj any) ([]byte, error) {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	root, err := jsonToNode(dec)
 	if err != nil {
-		return nil, fmt.Errorf("failed to encode skill %s: %w", obj.Name, err)
+		return nil, err
 	}
 	dropKeys(root, "status")
 	if metadata := mappingValue(root, "metadata"); metadata != nil {
@@ -46,10 +56,10 @@ func encodeObject(obj *skillsv1.Skill) ([]byte, error) {
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}); err != nil {
-		return nil, fmt.Errorf("failed to encode skill %s: %w", obj.Name, err)
+		return nil, err
 	}
 	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("failed to encode skill %s: %w", obj.Name, err)
+		return nil, err
 	}
 	return b.Bytes(), nil
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -240,31 +237,11 @@ func importedPolicy(name string, res *policyimport.Result) *skillsv1.CommandPoli
 // encodePolicy writes a CommandPolicy as one YAML document, fields in the
 // order of the API types, without status or unset fields.
 func encodePolicy(obj *skillsv1.CommandPolicy) ([]byte, error) {
-	data, err := json.Marshal(obj)
+	data, err := encodeManifest(obj)
 	if err != nil {
 		return nil, fmt.Errorf("failed to encode the CommandPolicy: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	root, err := jsonToNode(dec)
-	if err != nil {
-		return nil, fmt.Errorf("failed to encode the CommandPolicy: %w", err)
-	}
-	dropKeys(root, "status")
-	if metadata := mappingValue(root, "metadata"); metadata != nil {
-		dropKeys(metadata, "creationTimestamp")
-	}
-	moveFirst(root, "apiVersion")
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(&yaml.Node{Kind: yaml.DocumentNode, Content: []*yaml.Node{root}}); err != nil {
-		return nil, fmt.Errorf("failed to encode the CommandPolicy: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("failed to encode the CommandPolicy: %w", err)
-	}
-	return b.Bytes(), nil
+	return data, nil
 }
 
 // writeImportReport prints what was translated and every note.
