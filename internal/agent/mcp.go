@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kubeskills/kubeskills/internal/catalog"
@@ -100,13 +101,12 @@ func newMCPEndpoint(r *Runtime) (*mcpEndpoint, error) {
 		Tools:     &mcp.ToolCapabilities{},
 	}
 	caps.AddExtension(mcpskills.ExtensionID, map[string]any{})
-	noop := func(context.Context, *mcp.SubscribeRequest) error { return nil }
 	m.server = mcp.NewServer(&mcp.Implementation{Name: "kubeskills-agent-" + r.cfg.Agent, Title: "kubeskills agent " + r.cfg.Agent, Version: "v1alpha1"},
 		&mcp.ServerOptions{
 			Instructions:       fmt.Sprintf(mcpServerInstructions, r.cfg.Agent),
 			Logger:             sdkLogger(r.log),
 			Capabilities:       caps,
-			SubscribeHandler:   noop,
+			SubscribeHandler:   func(context.Context, *mcp.SubscribeRequest) error { return nil },
 			UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 			SetCacheable: func(_ context.Context, req mcp.Request, c *mcp.Cacheable) {
 				if _, ok := req.(*mcp.ReadResourceRequest); ok {
@@ -120,11 +120,11 @@ func newMCPEndpoint(r *Runtime) (*mcpEndpoint, error) {
 	}, m.readResource)
 	mcp.AddTool(m.server, &mcp.Tool{
 		Name: ToolRunCommand, Title: "Run a command", Description: toolRunCommandDesc,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr(true), OpenWorldHint: ptr(true)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: false, DestructiveHint: ptr.To(true), OpenWorldHint: ptr.To(true)},
 	}, m.runCommand)
 	mcp.AddTool(m.server, &mcp.Tool{
 		Name: ToolCommandStatus, Title: "Command status", Description: toolCommandStatusDesc,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr.To(false)},
 	}, m.commandStatus)
 	if err := mcp.AddReceivingCustomMethod(m.server, mcpskills.MethodList, m.listSkills); err != nil {
 		return nil, err
@@ -139,8 +139,6 @@ func newMCPEndpoint(r *Runtime) (*mcpEndpoint, error) {
 	})
 	return m, nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // sdkLogger hands the SDK the runtime's logger one level down: the SDK logs
 // each notification and subscription at info.
@@ -256,22 +254,19 @@ func (m *mcpEndpoint) sync(ctx context.Context) {
 			updated = append(updated, resourceURIs(p)...)
 		}
 	}
-	for name, p := range next {
-		if m.published[name] != p {
-			updated = append(updated, resourceURIs(p)...)
-		}
-	}
 	if len(gone) > 0 {
 		m.server.RemoveResources(gone...)
 	}
 	for name, p := range next {
 		if m.published[name] != p {
+			updated = append(updated, resourceURIs(p)...)
 			m.server.AddResource(p.resource, m.readResource)
 		}
 	}
 	m.published, m.revision, m.complete = next, rev, complete
 	m.mu.Unlock()
-	for _, uri := range dedupe(updated) {
+	slices.Sort(updated)
+	for _, uri := range slices.Compact(updated) {
 		_ = m.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri})
 	}
 }
@@ -282,18 +277,6 @@ func resourceURIs(p *publishedSkill) []string {
 		uris = append(uris, f.URI)
 	}
 	return uris
-}
-
-func dedupe(s []string) []string {
-	seen := make(map[string]bool, len(s))
-	out := s[:0]
-	for _, v := range s {
-		if !seen[v] {
-			seen[v] = true
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // publish builds a skill's entry from the bytes the runtime serves: its
