@@ -44,7 +44,14 @@ type SnapshotRule struct {
 	Pattern string `json:"pattern"`
 	// Action is Always, Ask or Never.
 	Action policy.Action `json:"action"`
+	// Children is ChildrenTrusted when the programs that a command this
+	// rule allowed starts are not judged; empty means they are judged.
+	Children string `json:"children,omitempty"`
 }
+
+// ChildrenTrusted is SnapshotRule.Children for a rule whose command's
+// programs are not judged one by one.
+const ChildrenTrusted = "Trusted"
 
 // Encode returns the snapshot as the JSON text the --policy flag carries.
 func (s PolicySnapshot) Encode() string {
