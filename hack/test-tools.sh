@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests run besides Go: the shells that the
 # differential test runs every Always command line under (dash, and busybox
-# ash from busybox-static, the sandbox toolbox's /bin/sh), and Node.js with
+# ash from busybox-static, the sandbox toolbox's /bin/sh), Node.js with
 # npm, which run the e2e's MCP client (test/e2e/mcp: the official TypeScript
-# SDK, installed by the e2e with npm ci). A second run does nothing.
+# SDK, installed by the e2e with npm ci), and the real programs the red-team
+# corpus (test/redteam) attacks through: pagers and formatters (less,
+# man-db), interpreters and tools that start programs (gawk, mawk, sed, git,
+# make, tar with zstd, findutils, sshpass, jq, perl, python3) and a
+# multi-call coreutils (rust-coreutils). A second run does nothing.
 set -euo pipefail
 
 need=()
@@ -11,7 +15,14 @@ command -v dash >/dev/null || need+=(dash)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+# program package: what test/redteam runs for real.
+for pair in less:less man:man-db gawk:gawk mawk:mawk sed:sed git:git make:make \
+  tar:tar zstd:zstd find:findutils xargs:findutils sshpass:sshpass jq:jq \
+  perl:perl-base python3:python3 coreutils:rust-coreutils; do
+  command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}")
+done
 if [ ${#need[@]} -gt 0 ]; then
+  mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
   if [ "$(id -u)" -ne 0 ]; then
     echo "the tests need the Debian packages: ${need[*]} (apt-get install ${need[*]})" >&2
     exit 1
