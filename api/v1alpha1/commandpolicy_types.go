@@ -18,6 +18,20 @@ const (
 	ActionNever PolicyAction = "Never"
 )
 
+// ChildrenMode says whether the programs that a rule's command starts are
+// judged by the policy too.
+// +kubebuilder:validation:Enum=Judged;Trusted
+type ChildrenMode string
+
+const (
+	// ChildrenJudged judges every program the command starts as a command
+	// of its own. Empty means ChildrenJudged.
+	ChildrenJudged ChildrenMode = "Judged"
+	// ChildrenTrusted runs the programs the command starts without judging
+	// them one by one.
+	ChildrenTrusted ChildrenMode = "Trusted"
+)
+
 // CommandPolicySpec decides which commands an agent may run and how the
 // sandbox that runs them is built.
 type CommandPolicySpec struct {
@@ -90,6 +104,7 @@ type ApprovalRule struct {
 }
 
 // PolicyRule matches commands by a glob pattern over their words.
+// +kubebuilder:validation:XValidation:rule="!has(self.children) || self.children != 'Trusted' || self.action != 'Never'",fieldPath=".children",message="spec.rules[].children may be Trusted only with action Always or Ask"
 type PolicyRule struct {
 	// pattern is a glob over a simple command's words, e.g. `kubectl get *`
 	// or `git status`. See the README for the exact semantics.
@@ -106,6 +121,19 @@ type PolicyRule struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Description string `json:"description,omitempty"`
+
+	// children says whether the programs that a command this rule allowed
+	// starts are judged too. Judged (the default, also when empty): every
+	// program the command starts, at any depth (a script's commands, a
+	// pager, awk's system(), a tool's helper), is judged by the policy as a
+	// command of its own, and one the policy refuses stops the run before
+	// it executes. Trusted: they are not judged one by one, for a script or
+	// tool whose programs the rule's author vouches for; the sandbox's
+	// identity and network fence still bound them, and programs still run
+	// only from the read-only image and skill files. Only with action
+	// Always or Ask.
+	// +optional
+	Children ChildrenMode `json:"children,omitempty"`
 }
 
 // PolicyExample is a command and the action the policy must take for it.

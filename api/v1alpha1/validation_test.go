@@ -117,6 +117,20 @@ func TestCreateValidation(t *testing.T) {
 		{"policy valid", policy("valid", nil), ""},
 		{"policy empty pattern", policy("empty-pattern", func(p *skillsv1.CommandPolicy) { p.Spec.Rules[0].Pattern = "" }), "spec.rules[0].pattern"},
 		{"policy unknown action", policy("bad-action", func(p *skillsv1.CommandPolicy) { p.Spec.Rules[0].Action = "Maybe" }), "spec.rules[0].action: Unsupported value"},
+		{"policy rule trusting its children", policy("children-trusted", func(p *skillsv1.CommandPolicy) {
+			p.Spec.Rules[0].Children = skillsv1.ChildrenTrusted
+		}), ""},
+		{"policy Ask rule trusting its children", policy("children-trusted-ask", func(p *skillsv1.CommandPolicy) {
+			p.Spec.Rules[0].Action, p.Spec.Rules[0].Children = skillsv1.ActionAsk, skillsv1.ChildrenTrusted
+		}), ""},
+		{"policy Never rule judging its children", policy("children-judged-never", func(p *skillsv1.CommandPolicy) {
+			p.Spec.Rules[0].Action, p.Spec.Rules[0].Children = skillsv1.ActionNever, skillsv1.ChildrenJudged
+		}), ""},
+		{"policy Never rule trusting its children", policy("children-trusted-never", func(p *skillsv1.CommandPolicy) {
+			p.Spec.Rules[0].Action, p.Spec.Rules[0].Children = skillsv1.ActionNever, skillsv1.ChildrenTrusted
+		}), "spec.rules[].children may be Trusted only with action Always or Ask"},
+		{"policy children not in enum", policy("children-bad", func(p *skillsv1.CommandPolicy) { p.Spec.Rules[0].Children = "Sometimes" }),
+			"spec.rules[0].children: Unsupported value"},
 		{"policy unknown default", policy("bad-default", func(p *skillsv1.CommandPolicy) { p.Spec.DefaultAction = "Sometimes" }), "spec.defaultAction: Unsupported value"},
 		{"policy bad egress CIDR", policy("bad-cidr", func(p *skillsv1.CommandPolicy) {
 			p.Spec.Sandbox = &skillsv1.Sandbox{Egress: &skillsv1.Egress{CIDRs: []string{"anywhere"}}}
