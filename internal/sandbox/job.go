@@ -339,7 +339,8 @@ func withRunnerFlag(command []string, flag string) []string {
 }
 
 // PolicySnapshot is the policy the runner enforces for p.Run: the rules
-// and default action of p.Policy, the allowed-tools of p.Skill, and
+// (with whether each trusts its command's programs) and default action of
+// p.Policy, the allowed-tools of p.Skill, and
 // whether people approved the run (p.Approved).
 // Without a policy nothing may run, so a nil p.Policy gives a snapshot
 // whose default action is Never.
@@ -351,13 +352,23 @@ func PolicySnapshot(p Params) runner.PolicySnapshot {
 	}
 	snap.DefaultAction = policy.Action(p.Policy.Spec.DefaultAction)
 	for _, r := range p.Policy.Spec.Rules {
-		snap.Rules = append(snap.Rules, runner.SnapshotRule{Pattern: r.Pattern, Action: policy.Action(r.Action)})
+		snap.Rules = append(snap.Rules, runner.SnapshotRule{Pattern: r.Pattern, Action: policy.Action(r.Action), Children: snapshotChildren(r.Children)})
 	}
 	if p.Skill != nil {
 		snap.AllowedTools = append([]string(nil), p.Skill.Spec.AllowedTools...)
 	}
 	snap.Approved = p.Approved
 	return snap
+}
+
+// snapshotChildren is a rule's children as the runner reads them:
+// runner.ChildrenTrusted, or empty for judged (Judged or unset), so that
+// nothing but the one word the runner trusts can stop its judging.
+func snapshotChildren(c skillsv1.ChildrenMode) string {
+	if c == skillsv1.ChildrenTrusted {
+		return runner.ChildrenTrusted
+	}
+	return ""
 }
 
 // envFromSecrets exposes the policy's Secrets, in the policy's order: when

@@ -11,7 +11,8 @@ import (
 )
 
 // TestPolicySnapshot shows what the runner is told to enforce: the rules
-// and default action that judged the run, the skill's allowed-tools, and
+// and default action that judged the run (a rule's children only when it
+// trusts them: Judged and unset both leave them judged), the skill's allowed-tools, and
 // whether a person approved it.
 func TestPolicySnapshot(t *testing.T) {
 	pol := &skillsv1.CommandPolicy{Spec: skillsv1.CommandPolicySpec{
@@ -23,6 +24,14 @@ func TestPolicySnapshot(t *testing.T) {
 		Examples: []skillsv1.PolicyExample{{Command: "rm x", Expect: skillsv1.ActionNever}},
 	}}
 	rules := []runner.SnapshotRule{{Pattern: "kubectl get *", Action: policy.Always}, {Pattern: "rm *", Action: policy.Never}}
+	trusting := &skillsv1.CommandPolicy{Spec: skillsv1.CommandPolicySpec{
+		DefaultAction: skillsv1.ActionNever,
+		Rules: []skillsv1.PolicyRule{
+			{Pattern: "/skill/scripts/health.sh", Action: skillsv1.ActionAlways, Children: skillsv1.ChildrenTrusted},
+			{Pattern: "awk *", Action: skillsv1.ActionAlways, Children: skillsv1.ChildrenJudged},
+			{Pattern: "less *", Action: skillsv1.ActionAsk},
+		},
+	}}
 	skill := testSkill("skill-pdf-tools")
 	skill.Spec.AllowedTools = []string{"Bash(kubectl get:*)", "Read"}
 	cases := []struct {
@@ -36,6 +45,12 @@ func TestPolicySnapshot(t *testing.T) {
 			want: runner.PolicySnapshot{DefaultAction: policy.Ask, Rules: rules}},
 		{name: "approved", params: Params{Run: testRun(), Policy: pol, Approved: true},
 			want: runner.PolicySnapshot{DefaultAction: policy.Ask, Rules: rules, Approved: true}},
+		{name: "a rule trusting its command's programs", params: Params{Run: testRun(), Policy: trusting},
+			want: runner.PolicySnapshot{DefaultAction: policy.Never, Rules: []runner.SnapshotRule{
+				{Pattern: "/skill/scripts/health.sh", Action: policy.Always, Children: runner.ChildrenTrusted},
+				{Pattern: "awk *", Action: policy.Always},
+				{Pattern: "less *", Action: policy.Ask},
+			}}},
 		{name: "skill's allowed-tools", params: Params{Run: testRun(), Policy: pol, Skill: skill},
 			want: runner.PolicySnapshot{DefaultAction: policy.Ask, Rules: rules, AllowedTools: skill.Spec.AllowedTools}},
 	}
