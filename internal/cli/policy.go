@@ -347,15 +347,20 @@ func writeDecisionText(w io.Writer, d policy.Decision, obj *skillsv1.CommandPoli
 	return nil
 }
 
-// describeRule names the deciding rule with its index and description, or
-// says that none decided.
+// describeRule names the deciding rule with its index and description, and
+// says when the programs its command starts are not judged; or says that
+// none decided.
 func describeRule(d policy.Decision, obj *skillsv1.CommandPolicy) string {
 	if d.RuleIndex < 0 || d.RuleIndex >= len(obj.Spec.Rules) {
 		return "(none)"
 	}
 	s := fmt.Sprintf("rules[%d] %q", d.RuleIndex, d.Rule)
-	if desc := obj.Spec.Rules[d.RuleIndex].Description; desc != "" {
-		s += " (" + printable(desc) + ")"
+	rule := obj.Spec.Rules[d.RuleIndex]
+	if rule.Description != "" {
+		s += " (" + printable(rule.Description) + ")"
+	}
+	if rule.Children == skillsv1.ChildrenTrusted && d.Action != policy.Never {
+		s += "; children: Trusted, the programs it starts are not judged"
 	}
 	return s
 }

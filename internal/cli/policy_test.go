@@ -337,3 +337,39 @@ func TestHelpTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyCheckTrustedChildren: the text output says when the deciding
+// rule trusts the programs its command starts, and only then.
+func TestPolicyCheckTrustedChildren(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	doc := `apiVersion: kubeskills.io/v1alpha1
+kind: CommandPolicy
+metadata:
+  name: scripts
+spec:
+  defaultAction: Never
+  rules:
+  - pattern: /skill/scripts/health-snapshot.sh
+    action: Always
+    children: Trusted
+    description: its programs only read
+  - pattern: health-snapshot.sh
+    action: Always
+    children: Trusted
+    description: its programs only read
+  - pattern: cat *
+    action: Always
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ command, want string }{
+		{"/skill/scripts/health-snapshot.sh", `Rule:    rules[0] "/skill/scripts/health-snapshot.sh" (its programs only read); children: Trusted, the programs it starts are not judged`},
+		{"cat x", `Rule:    rules[2] "cat *"` + "\n"},
+	} {
+		res := clitest.Run("", "policy", "check", "-f", path, "--", tc.command)
+		if res.Code != cli.ExitOK || !strings.Contains(res.Stdout, tc.want) {
+			t.Errorf("%q: exit %d, stdout:\n%s\nwant it to hold %q", tc.command, res.Code, res.Stdout, tc.want)
+		}
+	}
+}
