@@ -165,6 +165,9 @@ func TestAgentChartValues(t *testing.T) {
 	if got := m.Decide("kubectl rollout restart deployment/api"); got.Action != policy.Ask {
 		t.Errorf("extraRules: rollout restart is %s", got.Action)
 	}
+	if r := p.Spec.Rules[len(p.Spec.Rules)-1]; r.Pattern != "/skill/scripts/triage.sh" || r.Children != skillsv1.ChildrenTrusted {
+		t.Errorf("extraRules: the last rule is %+v, want triage.sh with children Trusted", r)
+	}
 	sb := p.Spec.Sandbox
 	if sb == nil || sb.Image != "registry.example.com/toolbox:1" || sb.Timeout.Duration.Minutes() != 2 || *sb.OutputLimitBytes != 16384 ||
 		sb.Egress == nil || !sb.Egress.DNS || *sb.RuntimeClassName != "gvisor" || len(sb.EnvFromSecrets) != 1 ||

@@ -58,6 +58,10 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{name: "metrics on the probe port", chart: "kubeskills", set: []string{"metrics.port=8081"}, want: "port"},
 		{name: "model URL", chart: "agent", set: []string{"model.baseURL=ftp://models", "model.name=m"}, want: "baseURL"},
 		{name: "rule action", chart: "agent", set: append([]string{"policy.extraRules[0].pattern=ls", "policy.extraRules[0].action=Maybe"}, model...), want: "action"},
+		{name: "rule children", chart: "agent", set: append([]string{"policy.extraRules[0].pattern=ls", "policy.extraRules[0].action=Always",
+			"policy.extraRules[0].children=Always"}, model...), want: "children"},
+		{name: "rule trusting children it never starts", chart: "agent", set: append([]string{"policy.extraRules[0].pattern=ls",
+			"policy.extraRules[0].action=Never", "policy.extraRules[0].children=Trusted"}, model...), want: "action"},
 		{name: "skill name", chart: "agent", set: append([]string{"skills.names[0]=Not_A_Skill"}, model...), want: "names"},
 		{name: "agent name", chart: "agent", set: append([]string{"fullnameOverride=Ops"}, model...), want: "fullnameOverride"},
 	}
