@@ -15,7 +15,9 @@ func (j *judge) testClause(s *syntax.Stmt, c *syntax.TestClause, depth int) {
 	pb.addBashReason(reasonBashTest)
 	words := []cword{{text: "test"}}
 	words = j.testExpr(c.X, words, pb, depth)
+	mark := len(j.reads)
 	j.redirs(s, words, pb, depth)
+	j.reads = j.reads[:mark]
 	j.finish(idx, j.text(s), words, pb, j.m.evaluate(words))
 }
 
@@ -88,10 +90,15 @@ func (j *judge) declClause(s *syntax.Stmt, c *syntax.DeclClause, depth int) {
 		default:
 			j.assignValue(a, pb, depth)
 			words = append(words, cword{text: j.snippet(a)})
+			if a.Name != nil && programEnv(a.Name.Value) {
+				pb.add(programEnvReason(a.Name.Value, "every later command"))
+			}
 		}
 	}
 	pb.add(fmt.Sprintf("%s changes the shell's variables", c.Variant.Value))
+	mark := len(j.reads)
 	j.redirs(s, words, pb, depth)
+	j.reads = j.reads[:mark]
 	j.finish(idx, j.text(s), words, pb, j.m.evaluate(words))
 }
 
@@ -104,6 +111,12 @@ func (j *judge) assigns(list []*syntax.Assign, words []cword, pb *partBuilder, d
 		static := j.assignValue(a, pb, depth)
 		name := a.Name.Value
 		switch {
+		case programEnv(name):
+			cmd := "the shell"
+			if len(words) > 0 {
+				cmd = words[0].text
+			}
+			pb.add(programEnvReason(name, cmd))
 		case len(words) == 0:
 			pb.add(fmt.Sprintf("assignment %s=... changes the shell's variables", name))
 		case a.Append || a.Array != nil || a.Index != nil || !static || !safeEnv(name):
@@ -194,6 +207,9 @@ func (j *judge) redirs(s *syntax.Stmt, words []cword, pb *partBuilder, depth int
 			cw := j.word(r.Word, modeUnquoted, pb, depth)
 			if why := redirTarget(r.Op, cw); why != "" {
 				pb.add(why + " " + quoteText(j.snippet(r.Word)))
+			}
+			if r.Op == syntax.RdrIn || r.Op == syntax.RdrInOut {
+				j.reads = append(j.reads, cw)
 			}
 		}
 	}

@@ -99,7 +99,7 @@ func lookupExact(name string) commandSpec {
 		return commandSpec{kind: kindEval}
 	case "source", ".":
 		return commandSpec{kind: kindSource}
-	case "find", "git", "sort", "uniq", "tar", "xxd", "file", "make", "gmake", "bmake", "remake", "kubectl":
+	case "find", "git", "sort", "uniq", "tar", "xxd", "file", "make", "gmake", "bmake", "remake", "kubectl", "less", "man":
 		return commandSpec{kind: kindFlags}
 	case "set":
 		return commandSpec{kind: kindSet}
@@ -326,7 +326,7 @@ func joinStatic(words []cword) (string, bool) {
 // the shell, and judges the commands and command strings they run as parts
 // of their own. It returns the words as the command reads them when they
 // differ from the words as written (see flags).
-func (j *judge) special(words []cword, pb *partBuilder, depth int) [][]cword {
+func (j *judge) special(words []cword, pb *partBuilder, depth int) []variant {
 	name := baseName(words[0].text)
 	spec := lookupCommand(name)
 	switch spec.kind {
@@ -417,6 +417,20 @@ func (j *judge) shell(name string, spec commandSpec, words []cword, pb *partBuil
 // wrapper handles env, sudo, timeout, xargs and the other commands that run
 // another command: at most Ask, and the command they run is judged too.
 func (j *judge) wrapper(name string, w wrapSpec, words []cword, pb *partBuilder, depth int) {
+	if w.assigns {
+		for _, a := range words[1:] {
+			if a.kind != wStatic || !isAssignment(a.text) {
+				if a.kind == wStatic && strings.HasPrefix(a.text, "-") {
+					continue
+				}
+				break // the command env runs
+			}
+			if v, _, _ := strings.Cut(a.text, "="); programEnv(v) {
+				pb.add(programEnvReason(v, "the command "+name+" runs"))
+				break
+			}
+		}
+	}
 	pb.add(name + " " + w.what)
 	u := w.unwrap(words)
 	if !u.known {

@@ -54,7 +54,7 @@ import (
 // flags records what an action-flag tool's words do. It returns the
 // words as the tool reads them when they differ from the words as written
 // (kubectl's resource names), for the rules to be matched against too.
-func (j *judge) flags(name string, words []cword, pb *partBuilder, depth int) [][]cword {
+func (j *judge) flags(name string, words []cword, pb *partBuilder, depth int) []variant {
 	switch name {
 	case "find":
 		j.find(words, pb, depth)
@@ -74,6 +74,10 @@ func (j *judge) flags(name string, words []cword, pb *partBuilder, depth int) []
 		j.options(name, words, fileOpts, pb)
 	case "make", "gmake", "bmake", "remake":
 		pb.add(name + " runs the recipes of a makefile, which are not judged")
+	case "less":
+		j.less(words, pb)
+	case "man":
+		j.options(name, words, manOpts, pb)
 	case "kubectl":
 		return j.kubectl(words, pb)
 	}

@@ -35,6 +35,11 @@ type judge struct {
 	// statements of the pipelines and lists still to walk; each gives
 	// back what it took, as words does.
 	stmts, stack []*syntax.Stmt
+	// reads holds the files that the redirections of the statements being
+	// walked read (< FILE, <> FILE, N< FILE), those of an enclosing
+	// statement first: the commands they feed are judged as if they named
+	// them too (see readVerdict).
+	reads []cword
 	// parseErr is the error of the last parse, read right after it.
 	parseErr error
 	// reader feeds the parser; a parse reads its text to the end before
@@ -108,6 +113,34 @@ type partBuilder struct {
 	// never is set by a construct that refuses the part whatever the
 	// rules say (a NUL byte).
 	never string
+	// forms are the forms of the command that hide what it acts on (kubectl
+	// -f): an Always verdict stands only when its rule names each of them.
+	forms []hiddenForm
+}
+
+// hiddenForm is a form of a command whose words do not show what it acts
+// on; a rule allows it without a person only by naming one of its
+// spellings (see namesForm).
+type hiddenForm struct {
+	spellings []string
+	why       string
+}
+
+// hide records a form that an Always rule must name.
+func (pb *partBuilder) hide(f hiddenForm) {
+	for _, g := range pb.forms {
+		if g.why == f.why {
+			return
+		}
+	}
+	pb.forms = append(pb.forms, f)
+}
+
+// variant is the words of a command as the program reads them, when they
+// differ from the words as written, and what the reason says of them.
+type variant struct {
+	words []cword
+	note  string
 }
 
 // add records a construct.
@@ -158,9 +191,10 @@ type verdict struct {
 	// base is the base name the rule matched, when it did not match the
 	// command name as written.
 	base string
-	// normalized is set when the rule matched the words as the command
-	// reads them (kubectl's resource names), not as written.
-	normalized bool
+	// note is set when the rule matched the words as the command reads
+	// them (kubectl's resource names, the verb a flag implies, a file read
+	// through a redirection), not as written; it ends the explanation.
+	note string
 }
 
 // top judges a whole command line.
@@ -338,6 +372,8 @@ func (j *judge) checkDepth(s *syntax.Stmt, depth int) {
 // binary walks a pipeline or an && / || list without recursing along its
 // spine, so that long chains need no deep stack.
 func (j *judge) binary(s *syntax.Stmt, c *syntax.BinaryCmd, depth int) {
+	mark := len(j.reads)
+	defer func() { j.reads = j.reads[:mark] }()
 	if len(s.Redirs) > 0 {
 		j.compoundRedirs(s, depth)
 	}
@@ -370,6 +406,9 @@ func (j *judge) pipeAll(s *syntax.Stmt, c *syntax.BinaryCmd) {
 // compound walks every statement that is not a simple command.
 func (j *judge) compound(s *syntax.Stmt, depth int) {
 	pb := &partBuilder{}
+	// The files its redirections read feed every command inside.
+	mark := len(j.reads)
+	defer func() { j.reads = j.reads[:mark] }()
 	j.redirs(s, nil, pb, depth)
 	d := depth + 1
 	switch c := s.Cmd.(type) {
@@ -496,8 +535,10 @@ func (j *judge) call(s *syntax.Stmt, c *syntax.CallExpr, depth int) {
 	// a nested command.
 	words := j.words[start:end:end]
 	j.assigns(c.Assigns, words, pb, depth)
+	mark := len(j.reads)
 	j.redirs(s, words, pb, depth)
 	j.simple(idx, j.text(s), words, pb, depth)
+	j.reads = j.reads[:mark]
 	j.words = j.words[:start]
 }
 
@@ -519,11 +560,13 @@ func (j *judge) simple(idx int, text string, words []cword, pb *partBuilder, dep
 	for _, vw := range variants {
 		// A variant decides only through a rule that is stricter: the
 		// words as written already met the rules and the default.
-		if vv := j.m.evaluateStricter(vw, v.action); vv.index >= 0 {
-			vv.normalized = true
+		if vv := j.m.evaluateStricter(vw.words, v.action); vv.index >= 0 {
+			vv.note = vw.note
 			v = vv
 		}
 	}
+	v = j.readVerdict(words, v)
+	j.checkForms(v, pb)
 	j.finish(idx, text, words, pb, v)
 }
 

@@ -97,11 +97,14 @@ var kubeResources = func() map[string]string {
 	return m
 }()
 
-// kubectl escalates the flags and subcommands of the table above and
-// returns the command's words as kubectl reads them, when they differ
-// from the words as written: the rules are matched against those too.
-func (j *judge) kubectl(words []cword, pb *partBuilder) [][]cword {
+// kubectl escalates the flags and subcommands of the table above, makes
+// the forms that read objects from files at most Ask unless the rule names
+// them (kubectl_objects.go), and returns the command's words as kubectl
+// reads them, when they differ from the words as written, and as the verb
+// a flag implies: the rules are matched against those too.
+func (j *judge) kubectl(words []cword, pb *partBuilder) []variant {
 	var buf [8]int
+	var seen kflags
 	sub, positional := -1, buf[:0]
 	for i := 1; i < len(words); i++ {
 		w := words[i]
@@ -119,7 +122,7 @@ func (j *judge) kubectl(words []cword, pb *partBuilder) [][]cword {
 			i = len(words)
 			continue
 		case len(w.text) > 1 && w.text[0] == '-':
-			i = kubectlFlag(words, i, pb)
+			i = kubectlFlag(words, i, pb, &seen)
 			continue
 		}
 		if sub < 0 {
@@ -129,10 +132,19 @@ func (j *judge) kubectl(words []cword, pb *partBuilder) [][]cword {
 		}
 		positional = append(positional, i)
 	}
-	if sub < 0 || len(positional) == 0 && !kubectlRaw(words) {
+	if sub < 0 {
 		return nil
 	}
-	return kubectlVariants(words, positional)
+	seen = seen.resolve(words[sub].text)
+	kubectlObjects(seen, pb)
+	variants := kubectlImplied(words, sub, positional, seen, pb)
+	if len(positional) == 0 && !kubectlRaw(words) {
+		return variants
+	}
+	for _, v := range kubectlVariants(words, positional) {
+		variants = append(variants, variant{words: v, note: "as kubectl reads its resource names"})
+	}
+	return variants
 }
 
 // kubectlRaw reports whether a kubectl command has a --raw flag, whose
@@ -146,12 +158,13 @@ func kubectlRaw(words []cword) bool {
 	return false
 }
 
-// kubectlFlag escalates the flag at words[i] and returns the index of its
-// last word.
-func kubectlFlag(words []cword, i int, pb *partBuilder) int {
+// kubectlFlag escalates the flag at words[i], records it in seen and
+// returns the index of its last word.
+func kubectlFlag(words []cword, i int, pb *partBuilder, seen *kflags) int {
 	t := words[i].text
 	if strings.HasPrefix(t, "--") {
-		name, _, hasValue := strings.Cut(t[2:], "=")
+		name, value, hasValue := strings.Cut(t[2:], "=")
+		seen.long(name, value, hasValue)
 		if contains(kubectlActs, name) {
 			pb.add("kubectl " + t + " changes kubectl's credentials, server or files, or reaches any API path")
 		}
@@ -160,8 +173,14 @@ func kubectlFlag(words []cword, i int, pb *partBuilder) int {
 		}
 		return i
 	}
+	record := true
 	for k := 1; k < len(t); k++ {
 		c := t[k]
+		if record {
+			// what follows -f is its value, outside kubectl logs
+			seen.short(c)
+			record = c != 'f'
+		}
 		if strings.IndexByte(kubectlActShort, c) >= 0 {
 			pb.add("kubectl " + t + " changes kubectl's server or runs kustomize")
 		}

@@ -566,8 +566,8 @@ func (m *Matcher) appendExplanation(dst []byte, v verdict) []byte {
 	if v.possible {
 		dst = append(dst, ", depending on the value of an expansion"...)
 	}
-	if v.normalized {
-		dst = append(dst, ", as kubectl reads its resource names"...)
+	if v.note != "" {
+		dst = append(append(dst, ", "...), v.note...)
 	}
 	return dst
 }

@@ -89,7 +89,7 @@ var toolRisks = []toolRisk{
 	{tool: "kubectl", fix: `allow the subcommands you need ("kubectl get *", "kubectl describe *", "kubectl logs *"), and add "kubectl get ** *secret* **" with Ask`, probes: []toolProbe{
 		{"kubectl exec web -- id", "runs commands in containers", "exec"},
 		{"kubectl delete pod web", "deletes objects", "delete"},
-		{"kubectl apply -f manifest.yaml", "creates and changes objects", "apply"},
+		{"kubectl label pod web tier=x", "changes objects", "label"},
 		{"kubectl scale deployment web --replicas=0", "scales workloads", "scale"},
 		{"kubectl create token default", "mints ServiceAccount tokens", "create"},
 		{"kubectl get secrets -o yaml", "reads Secrets", "secrets"},

@@ -19,9 +19,9 @@ func TestWarningsCorpusPolicies(t *testing.T) {
 	want := map[string][]string{
 		"chart-default":  nil,
 		"docs-read-only": nil,
-		// kubectl * lets kubectl apply and scale through; kubectl get
+		// kubectl * lets kubectl label and scale through; kubectl get
 		// secrets asks a person
-		"docs-precedence": {`ToolAllowsMore rules[0] "kubectl *": it also allows, without a person: "kubectl delete pod web" deletes objects; "kubectl apply`},
+		"docs-precedence": {`ToolAllowsMore rules[0] "kubectl *": it also allows, without a person: "kubectl delete pod web" deletes objects; "kubectl label`},
 		"test-always":     nil,
 		// find -exec, xargs and the action flags already ask a person
 		"find-always":  nil,
