@@ -55,13 +55,18 @@ envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cach
 	@hack/build-k8s.sh kube-apiserver etcd kubectl >/dev/null
 
 .PHONY: test-tools
-test-tools: ## Install the Debian packages the tests need (dash, busybox-static, nodejs and npm).
+test-tools: ## Install the Debian packages the tests need (shells, Node.js, and the real programs of the red-team corpus).
 	@hack/test-tools.sh
 
 .PHONY: test
 test: envtest helm test-tools ## Run unit and envtest tests against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...
 	cd hack/images && go test $(GO_TEST_FLAGS) ./...
+
+# make test runs the red-team corpus too (go test ./...); this target runs it alone.
+.PHONY: redteam
+redteam: envtest test-tools ## Run the red-team corpus: attack lines run by the real runner, with stand-ins and a stand-in API server.
+	go test -count=1 $(GO_TEST_FLAGS) ./test/redteam/...
 
 .PHONY: bench
 bench: envtest ## Run the benchmarks against a real kube-apiserver and etcd; write BENCHMARKS.md.

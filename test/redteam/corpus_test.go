@@ -40,8 +40,17 @@ type policyFile struct {
 	// fixtures (secret.txt, secret.json): their content printed by a run
 	// it forbids is a failure. Empty: reading them is allowed.
 	SecretFiles policy.Action `yaml:"secretFiles"`
+	// Include adds the lines of shared files (relative to the corpus file,
+	// each holding only `lines`), under the class given, if any.
+	Include []include `yaml:"include"`
 	// Lines are the command lines run under the policy.
 	Lines []corpusLine `yaml:"lines"`
+}
+
+// include names a shared file of lines.
+type include struct {
+	File  string `yaml:"file"`
+	Class string `yaml:"class"`
 }
 
 // corpusRule is a rule of a policy, as the runner's --policy carries it.
@@ -98,6 +107,7 @@ var classes = map[string]string{
 	"children":    "children no one judges",
 	"approved":    "approved is not everything",
 	"wrappers":    "wrappers and interpreters that start what they carry",
+	"writes":      "programs that write files through their options",
 	"benign":      "allowed lines that must still run",
 }
 
@@ -124,6 +134,7 @@ type loadedPolicy struct {
 
 // loadCorpus reads every file of dir and expands its lines.
 func loadCorpus(dir string) ([]*loadedPolicy, []*redteamCase, error) {
+	// Shared files of lines live in subfolders; every file here is a policy.
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, nil, err
@@ -175,6 +186,26 @@ func loadPolicyFile(path string) (*loadedPolicy, []*redteamCase, error) {
 	m, err := policy.Compile(p)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, inc := range f.Include {
+		var shared struct {
+			Lines []corpusLine `yaml:"lines"`
+		}
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(path), inc.File))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&shared); err != nil {
+			return nil, nil, fmt.Errorf("failed to decode %s: %w", inc.File, err)
+		}
+		for _, l := range shared.Lines {
+			if inc.Class != "" {
+				l.Class = inc.Class
+			}
+			f.Lines = append(f.Lines, l)
+		}
 	}
 	lp := &loadedPolicy{file: &f, snapshot: snap, matcher: m}
 	var cases []*redteamCase

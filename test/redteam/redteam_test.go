@@ -102,7 +102,7 @@ func (h *harness) runCase(t *testing.T, id int, c *redteamCase) bool {
 	static := c.pol.matcher.DecideFor(line, nil)
 	snap := c.pol.snapshot
 	snap.Approved = c.approved
-	protected := []string{"secret.txt", "secret.json", "Makefile", "t.1", "a.tar"}
+	protected := []string{"secret.txt", "secret.json", "notes.txt", "file.txt", "Makefile", "t.1", "a.tar"}
 	before := treeState(cd.standins)
 	for _, p := range protected {
 		before[cd.scratch+"/"+p] = pathState(cd.scratch + "/" + p)
@@ -158,6 +158,9 @@ func (h *harness) runCase(t *testing.T, id int, c *redteamCase) bool {
 		}
 	}
 	if len(why) == 0 {
+		if testing.Verbose() && os.Getenv("REDTEAM_SHOW") != "" {
+			t.Logf("%s", report(c, line, static, r, []string{"nothing"}))
+		}
 		return false
 	}
 	t.Errorf("%s", report(c, line, static, r, why))
@@ -256,4 +259,46 @@ func readResult(resultFile string, stdout []byte) (*runner.Result, error) {
 		return nil, err
 	}
 	return runner.ReadResult(string(msg), func() ([]byte, error) { return stdout, nil })
+}
+
+// TestCorpus checks the corpus's shape without running it: its size, its
+// policies and that every class and every finding of issue 25 is there.
+func TestCorpus(t *testing.T) {
+	pols, cases, err := loadCorpus("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) < 300 || len(pols) < 5 {
+		t.Errorf("the corpus has %d lines under %d policies, want at least 300 under 5", len(cases), len(pols))
+	}
+	var chart, denyList bool
+	for _, p := range pols {
+		chart = chart || p.file.Chart != ""
+		denyList = denyList || p.file.DefaultAction == policy.Always
+	}
+	if !chart || !denyList {
+		t.Errorf("the corpus needs the chart's default policy (%t) and a deny list (%t)", chart, denyList)
+	}
+	used := map[string]int{}
+	names := map[string]bool{}
+	for _, c := range cases {
+		used[c.class]++
+		names[c.name] = true
+	}
+	for class, what := range classes {
+		if used[class] == 0 {
+			t.Errorf("no line of class %s (%s)", class, what)
+		}
+	}
+	for _, f := range []string{
+		"finding-lesskey-heredoc", "finding-man-config", "get-secret-heredoc", "get-secret-dev-stdin", "get-secret-list",
+		"get-secret-url", "finding-replace-force-stdin", "finding-redirect/cat", "finding-redirect/head",
+		"finding-redirect/sort", "finding-jq-redirect", "finding-tar-zstd", "finding-copy-renamed", "finding-symlink",
+		"finding-sshpass", "finding-coreutils-multicall", "finding-awk-system", "finding-sed-e",
+		"finding-git-external-diff", "finding-make-recipe", "finding-tar-checkpoint-action",
+	} {
+		if !names[f] {
+			t.Errorf("issue 25's finding %s has no line", f)
+		}
+	}
 }

@@ -434,6 +434,8 @@ var manifests = map[string]string{
 	"list.yaml": "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: settings\n" +
 		"- apiVersion: v1\n  kind: Secret\n  metadata:\n    name: db-password\n",
 	"pod.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-0\n  namespace: default\n",
+	// obj.yaml is the Secret again, under a name that does not say so.
+	"obj.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db-password\n  namespace: default\n",
 	"cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: default\ndata:\n  color: blue\n",
 }
 
