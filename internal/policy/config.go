@@ -51,7 +51,7 @@ var lessOpts = &optSpec{argShort: "bDhjkoOpPtTxyz#",
 // names the pager, -H (--html) and -X (--gxditview) a browser or viewer
 // to run.
 var manOpts = &optSpec{argShort: "CMPpSsemLrRE",
-	argLong: "config-file manpath pager preprocessor sections extension systems locale prompt recode encoding ",
+	argLong:  "config-file manpath pager preprocessor sections extension systems locale prompt recode encoding ",
 	actShort: "CPHX", actLong: []string{"config-file", "pager", "html", "gxditview"},
 	what: "names a configuration, a pager or a browser that man runs"}
 

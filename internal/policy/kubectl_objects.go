@@ -9,13 +9,13 @@ import (
 type kflags uint16
 
 const (
-	kfFilename kflags = 1 << iota // -f, --filename: a file, a directory, stdin (-) or a URL
-	kfKustomize                   // -k, --kustomize: a kustomization directory or URL
-	kfRecursive                   // -R, --recursive: every file under the -f directories
-	kfForce                       // --force
-	kfPrune                       // --prune
-	kfEdit                        // --edit
-	kfShortF                      // -f, which is --follow in kubectl logs
+	kfFilename  kflags = 1 << iota // -f, --filename: a file, a directory, stdin (-) or a URL
+	kfKustomize                    // -k, --kustomize: a kustomization directory or URL
+	kfRecursive                    // -R, --recursive: every file under the -f directories
+	kfForce                        // --force
+	kfPrune                        // --prune
+	kfEdit                         // --edit
+	kfShortF                       // -f, which is --follow in kubectl logs
 )
 
 // kubectlLongFlags maps the long names of the flags of kflags to their

@@ -166,6 +166,8 @@ func (m *Matcher) Warnings() []Warning {
 	if m.def == Always {
 		out = append(out, Warning{Kind: WarnDefaultAlways, RuleIndex: -1, Message: "Always runs every command that no rule matches " +
 			"without a person: the policy is a deny-list, and a tool no rule names (curl, rsync, a script in the workspace) runs unasked. " +
+			"A deny-list cannot stop any program the image holds that it does not name, nor what an interpreter it allows " +
+			"(python, perl, awk, node, a shell) does once it runs. " +
 			"Set defaultAction to Ask or Never and add Always rules for the commands that may run unasked."})
 	}
 	for i := range m.rules {

@@ -104,7 +104,9 @@ func TestWarningsDefaultAlways(t *testing.T) {
 		t.Fatalf("got %v, want one DefaultAlways warning", ws)
 	}
 	if s := ws[0].String(); !strings.HasPrefix(s, "defaultAction: Always runs every command that no rule matches") ||
-		!strings.Contains(s, "Set defaultAction to Ask or Never") {
+		!strings.Contains(s, "Set defaultAction to Ask or Never") ||
+		!strings.Contains(s, "cannot stop any program the image holds that it does not name") ||
+		!strings.Contains(s, "nor what an interpreter it allows") {
 		t.Errorf("message %q", s)
 	}
 	for _, def := range []Action{"", Ask, Never} {
