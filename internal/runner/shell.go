@@ -192,6 +192,10 @@ type guard struct {
 
 	mu      sync.Mutex
 	refusal error
+	// sources maps each file a redirection opened for reading to its path
+	// as written, so that the command it feeds is judged as if it named
+	// the file (see reads).
+	sources map[*os.File]string
 }
 
 // gate is the shell's stderr: it drops what the shell and its programs
@@ -242,9 +246,11 @@ func (g *guard) check(judged func() error) error {
 }
 
 // call judges every simple command, builtins and functions included, with
-// its real, expanded argv. Returning an error halts the interpreter.
-func (g *guard) call(_ context.Context, args []string) ([]string, error) {
-	if err := g.check(func() error { return g.e.Args(args) }); err != nil {
+// its real, expanded argv, and with the file its standard input reads
+// when a redirection opened one. Returning an error halts the
+// interpreter.
+func (g *guard) call(ctx context.Context, args []string) ([]string, error) {
+	if err := g.check(func() error { return g.judge(ctx, args) }); err != nil {
 		return nil, err
 	}
 	return args, nil
@@ -255,21 +261,43 @@ func (g *guard) call(_ context.Context, args []string) ([]string, error) {
 // own.
 func (g *guard) exec(next interp.ExecHandlerFunc) interp.ExecHandlerFunc {
 	return func(ctx context.Context, args []string) error {
-		if err := g.check(func() error { return g.e.Args(args) }); err != nil {
+		if err := g.check(func() error { return g.judge(ctx, args) }); err != nil {
 			return err
 		}
 		return next(ctx, args)
 	}
 }
 
-// open judges every file the shell opens for a redirection or source.
+// judge judges an argv, then, when the command's standard input is a file
+// a redirection opened (cmd < FILE, or a compound command's < FILE), the
+// argv with that file as one more word, as the judge did: the strictest
+// verdict wins. The interpreter gives a redirection's file to a command
+// only as its standard input: it refuses descriptors other than 0, 1 and
+// 2 and the operator <>, and reads N< FILE (N = 1 or 2) into the standard
+// input too.
+func (g *guard) judge(ctx context.Context, args []string) error {
+	if err := g.e.Args(args); err != nil {
+		return err
+	}
+	if path, ok := g.source(interp.HandlerCtx(ctx).Stdin); ok {
+		return g.e.Reads(args, path)
+	}
+	return nil
+}
+
+// open judges every file the shell opens for a redirection or source, and
+// remembers the path of each file opened for reading.
 func (g *guard) open(next interp.OpenHandlerFunc) interp.OpenHandlerFunc {
 	return func(ctx context.Context, path string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
 		dir := interp.HandlerCtx(ctx).Dir
 		if err := g.check(func() error { return g.e.Open(dir, path, flag) }); err != nil {
 			return nil, err
 		}
-		return next(ctx, path, flag, perm)
+		f, err := next(ctx, path, flag, perm)
+		if err != nil || flag&writeFlags != 0 {
+			return f, err
+		}
+		return g.remember(f, path)
 	}
 }
 
