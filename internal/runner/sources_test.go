@@ -58,6 +58,7 @@ func TestFinding_RedirectionSourceIsJudgedAtRunTime(t *testing.T) {
 		{command: "cat < notes.txt | sort", ran: []string{"cat", "sort"}},
 		{command: "echo x | cat", ran: []string{"cat"}},
 		{command: "cat <<EOF\nsecret.txt\nEOF", ran: []string{"cat"}},
+		{command: "exec < secret.txt; cat", approved: true, refused: `"cat < secret.txt": the policy says Never`},
 	}
 	for _, c := range cases {
 		t.Run(c.command, func(t *testing.T) {
@@ -70,6 +71,19 @@ func TestFinding_RedirectionSourceIsJudgedAtRunTime(t *testing.T) {
 				t.Errorf("ran %q, want %q", r.ran, c.ran)
 			}
 		})
+	}
+}
+
+// TestShellRefusesOtherReadDescriptors shows that the interpreter runs
+// nothing for the read redirections it does not hand to the command as its
+// standard input, so no file reaches a command unjudged.
+func TestShellRefusesOtherReadDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	for _, command := range []string{"cat 3< secret.txt", "cat <> secret.txt"} {
+		r := runShell(t, PolicySnapshot{Rules: sourceRules, Approved: true}, dir, command, true)
+		if r.code == 0 || len(r.ran) != 0 {
+			t.Errorf("%q: code %d, ran %q, want a failure and nothing run", command, r.code, r.ran)
+		}
 	}
 }
 
