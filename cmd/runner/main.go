@@ -69,6 +69,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -139,6 +140,7 @@ type runFlags struct {
 	policy      string
 	kubeconfig  string
 	awaitFence  string
+	execDirs    []string
 }
 
 // parseRunFlags parses the flags of "runner run" and returns them with the
@@ -159,6 +161,13 @@ func parseRunFlags(args []string, stderr io.Writer) (f runFlags, command string,
 	fs.StringVar(&f.policy, "policy", "", "the policy that judged the run, as JSON (required)")
 	fs.StringVar(&f.awaitFence, "await-fence", "", "start the command only once a TCP connection to this HOST:PORT, which the sandbox's network fence denies, fails")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "write a kubeconfig for the pod's ServiceAccount here before the command runs, when its token is mounted in "+runner.ServiceAccountDir)
+	fs.Func("exec-dir", "also run programs from this folder although its file system is writable (repeatable; outside a sandbox only: in one, programs run only from read-only file systems)", func(dir string) error {
+		if !filepath.IsAbs(dir) {
+			return fmt.Errorf("%q is not an absolute path", dir)
+		}
+		f.execDirs = append(f.execDirs, filepath.Clean(dir))
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return f, "", nil, err
 	}
@@ -204,6 +213,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 			Grace:       f.grace,
 			OutputLimit: f.outputLimit,
 			Signals:     signals,
+			ExecDirs:    f.execDirs,
 		})
 	}
 	if res.Error != "" && usageErr == nil {

@@ -41,6 +41,11 @@ var (
 	}.Encode()
 )
 
+// hostExecDirs let the runner run this machine's programs: outside a
+// sandbox the root file system is writable, and programs on a writable
+// file system run only from the folders --exec-dir names.
+var hostExecDirs = []string{"--exec-dir=/usr", "--exec-dir=/bin", "--exec-dir=/sbin", "--exec-dir=/lib", "--exec-dir=/etc/alternatives"}
+
 // runnerProcess returns a command that runs path as the runner with args.
 func runnerProcess(path string, args ...string) *exec.Cmd {
 	cmd := exec.Command(path, args...)
@@ -107,7 +112,7 @@ func TestRunSubcommand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			resultFile := filepath.Join(t.TempDir(), "termination-log")
 			var stdout, stderr bytes.Buffer
-			args := append([]string{"run", "--result-file=" + resultFile}, tc.args...)
+			args := append(append([]string{"run", "--result-file=" + resultFile}, hostExecDirs...), tc.args...)
 			if code := run(args, &stdout, &stderr); code != tc.exitCode {
 				t.Errorf("exit code = %d, want %d (stderr %q)", code, tc.exitCode, stderr.String())
 			}
@@ -178,8 +183,9 @@ func TestRunnerForwardsSIGTERM(t *testing.T) {
 	}
 	dir := t.TempDir()
 	resultFile := filepath.Join(dir, "termination-log")
-	cmd := runnerProcess(self, "run", "--grace=500ms", "--dir="+dir, "--result-file="+resultFile, approvedAll, "--",
-		"sh -c \"trap 'echo stopping; exit 1' TERM; touch started; sleep 10 & wait\"")
+	args := append([]string{"run", "--grace=500ms", "--dir=" + dir, "--result-file=" + resultFile, approvedAll}, hostExecDirs...)
+	cmd := runnerProcess(self, append(args, "--",
+		"sh -c \"trap 'echo stopping; exit 1' TERM; touch started; sleep 10 & wait\"")...)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {

@@ -94,10 +94,14 @@ func writeShims(t testing.TB, lines []string) string {
 		}
 	}
 	for n := range names {
-		if err := os.Symlink(script, filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrExist) {
+		// A hard link, not a symlink: the runner judges a program under
+		// the name of the file that really runs too.
+		if err := os.Link(script, filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrExist) {
 			t.Fatal(err)
 		}
 	}
+	// Every link changed the shim's inode: runs start after that.
+	settled(t, script)
 	return dir
 }
 
@@ -188,6 +192,8 @@ func diffStates(before, after map[string]string) []string {
 type sandbox struct {
 	root, home, tmp, work, log string
 	env                        []string
+	// shims is the folder of the shims, the only programs it runs.
+	shims string
 }
 
 // newSandbox prepares a sandbox whose PATH is shimDir.
@@ -221,6 +227,7 @@ func newSandbox(t testing.TB, shimDir string) *sandbox {
 			t.Fatal(err)
 		}
 	}
+	s.shims = shimDir
 	s.env = []string{"PATH=" + shimDir, "HOME=" + s.home, "TMPDIR=" + s.tmp, "LC_ALL=C", canaryLogEnv + "=" + s.log}
 	return s
 }
@@ -255,8 +262,8 @@ const canaryTimeout = 5 * time.Second
 func theRunner(snap PolicySnapshot) shellRunner {
 	encoded := snap.Encode()
 	return shellRunner{name: "runner", run: func(s *sandbox, line string) (int, string, bool) {
-		res := Run(Options{Command: line, Policy: encoded, Dir: s.work, Env: s.env, Timeout: canaryTimeout,
-			Grace: 200 * time.Millisecond, OutputLimit: 4096})
+		res := hostRun(Options{Command: line, Policy: encoded, Dir: s.work, Env: s.env, Timeout: canaryTimeout,
+			Grace: 200 * time.Millisecond, OutputLimit: 4096, ExecDirs: []string{s.shims}})
 		return res.ExitCode, res.Stderr, res.TimedOut
 	}}
 }

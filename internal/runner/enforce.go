@@ -49,9 +49,12 @@ type SnapshotRule struct {
 	Children string `json:"children,omitempty"`
 }
 
-// ChildrenTrusted is SnapshotRule.Children for a rule whose command's
-// programs are not judged one by one.
-const ChildrenTrusted = "Trusted"
+// SnapshotRule.Children values: whether the programs that a command the
+// rule allowed starts are judged one by one (the default) or not.
+const (
+	ChildrenJudged  = "Judged"
+	ChildrenTrusted = "Trusted"
+)
 
 // Encode returns the snapshot as the JSON text the --policy flag carries.
 func (s PolicySnapshot) Encode() string {
@@ -93,7 +96,17 @@ func (s PolicySnapshot) Compile() (*Enforcer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to compile policy: %w", err)
 	}
-	return &Enforcer{m: m, tools: s.AllowedTools, approved: s.Approved}, nil
+	e := &Enforcer{m: m, tools: s.AllowedTools, approved: s.Approved, trusts: make([]bool, len(s.Rules))}
+	for i, r := range s.Rules {
+		switch r.Children {
+		case "", ChildrenJudged:
+		case ChildrenTrusted:
+			e.trusts[i] = true
+		default:
+			return nil, fmt.Errorf("failed to compile policy: rules[%d].children must be %s or %s, got %q", i, ChildrenJudged, ChildrenTrusted, r.Children)
+		}
+	}
+	return e, nil
 }
 
 // CompilePolicy decodes and compiles the --policy flag's JSON.
@@ -111,6 +124,9 @@ type Enforcer struct {
 	m        *policy.Matcher
 	tools    []string
 	approved bool
+	// trusts says, per rule, whether the programs that a command the rule
+	// allowed starts go unjudged (ChildrenTrusted).
+	trusts []bool
 }
 
 // Approved reports whether a person approved the run.
@@ -122,11 +138,21 @@ type Refusal struct {
 	What string
 	// Reason says why, in one sentence.
 	Reason string
+	// Program is the file that would have run, for a program refused at
+	// its exec; empty for the shell's own refusals.
+	Program string
+	// StartedBy names the program that started it, for a program refused
+	// at its exec.
+	StartedBy string
 }
 
 // Error is the one line the runner writes to stderr for the refusal.
 func (r *Refusal) Error() string {
-	return RefusalPrefix + strconv.Quote(clip(r.What, maxRefusedText)) + ": " + r.Reason
+	s := RefusalPrefix + strconv.Quote(clip(r.What, maxRefusedText))
+	if r.Program != "" {
+		s += " (" + r.Program + ", started by " + r.StartedBy + ")"
+	}
+	return s + ": " + r.Reason
 }
 
 // Line judges a whole command line before any of it runs, as the

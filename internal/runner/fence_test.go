@@ -51,18 +51,18 @@ func closedAddr(t *testing.T) string {
 // once; one whose fence comes in force a moment later runs once it has;
 // one whose fence never does is not run, and the result says why.
 func TestCommandWaitsForTheFence(t *testing.T) {
-	res := Run(Options{Command: "echo fenced", Policy: approvedAll, AwaitFence: closedAddr(t), FenceWait: time.Second})
+	res := hostRun(Options{Command: "echo fenced", Policy: approvedAll, AwaitFence: closedAddr(t), FenceWait: time.Second})
 	if res.ExitCode != 0 || res.Stdout != "fenced\n" {
 		t.Fatalf("fenced at once: %+v", res)
 	}
 
-	res = Run(Options{Command: "echo later", Policy: approvedAll, AwaitFence: listen(t, 3), FenceWait: 10 * time.Second})
+	res = hostRun(Options{Command: "echo later", Policy: approvedAll, AwaitFence: listen(t, 3), FenceWait: 10 * time.Second})
 	if res.ExitCode != 0 || res.Stdout != "later\n" {
 		t.Fatalf("fenced after three connections got through: %+v", res)
 	}
 
 	start := time.Now()
-	res = Run(Options{Command: "echo never", Policy: approvedAll, AwaitFence: listen(t, 0), FenceWait: 300 * time.Millisecond})
+	res = hostRun(Options{Command: "echo never", Policy: approvedAll, AwaitFence: listen(t, 0), FenceWait: 300 * time.Millisecond})
 	if res.ExitCode != ExitRunnerFailure || res.Stdout != "" || !strings.Contains(res.Error, "network fence was not in force within 300ms") ||
 		!strings.Contains(res.Error, "the command did not run") {
 		t.Fatalf("never fenced: %+v", res)

@@ -98,7 +98,7 @@ func TestWriteKubeconfigWithoutToken(t *testing.T) {
 // $KUBECONFIG when it starts.
 func TestRunWritesKubeconfigFirst(t *testing.T) {
 	path := filepath.Join(t.TempDir(), ".kube", "config")
-	res := Run(Options{
+	res := hostRun(Options{
 		Command:           `test -s "$KUBECONFIG" && echo found`,
 		Policy:            approvedAll,
 		Kubeconfig:        path,
@@ -108,7 +108,7 @@ func TestRunWritesKubeconfigFirst(t *testing.T) {
 	if res.ExitCode != 0 || res.Stdout != "found\n" {
 		t.Fatalf("result %+v", res)
 	}
-	res = Run(Options{Command: "true", Policy: approvedAll, Kubeconfig: path, ServiceAccountDir: serviceAccountDir(t), Env: []string{}})
+	res = hostRun(Options{Command: "true", Policy: approvedAll, Kubeconfig: path, ServiceAccountDir: serviceAccountDir(t), Env: []string{}})
 	if res.ExitCode != ExitRunnerFailure || !strings.Contains(res.Error, "KUBERNETES_SERVICE_HOST") {
 		t.Errorf("result without the API server's address %+v", res)
 	}

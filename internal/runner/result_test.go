@@ -49,7 +49,7 @@ func TestSmallResultInTerminationMessage(t *testing.T) {
 }
 
 func TestLargeResultThroughLog(t *testing.T) {
-	res := Run(Options{Command: "yes 'line of output é' | head -c 30000; head -c 5000 /dev/urandom >&2", Policy: approvedAll,
+	res := hostRun(Options{Command: "yes 'line of output é' | head -c 30000; head -c 5000 /dev/urandom >&2", Policy: approvedAll,
 		OutputLimit: 25000})
 	if res.ExitCode != 0 || !res.StdoutTruncated || res.StderrTruncated {
 		t.Fatalf("unexpected run: exit %d, error %q, flags %t %t", res.ExitCode, res.Error, res.StdoutTruncated, res.StderrTruncated)

@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"time"
@@ -107,6 +106,12 @@ type Options struct {
 	// forwarded to the command's process group; the first one also stops
 	// the command as a timeout would, and the result reports it.
 	Signals <-chan os.Signal
+	// ExecDirs are folders whose programs may run although their file
+	// system is writable, for running the runner outside a sandbox (tests,
+	// a workstation). In a sandbox it is empty: programs run only from
+	// read-only file systems. A file created or changed during the run
+	// never runs, wherever it is.
+	ExecDirs []string
 }
 
 // withDefaults returns o with its zero fields filled in.
@@ -170,7 +175,8 @@ func (s stopReason) stopping() bool { return s.timedOut || s.signal != nil }
 func Run(opts Options) *Result {
 	o := opts.withDefaults()
 	res := &Result{}
-	if _, err := CompilePolicy(o.Policy); err != nil {
+	e, err := CompilePolicy(o.Policy)
+	if err != nil {
 		return failed(res, ExitRunnerFailure, err)
 	}
 	if o.Executable == "" {
@@ -195,14 +201,16 @@ func Run(opts Options) *Result {
 			return failed(res, ExitRunnerFailure, err)
 		}
 	}
-	p, err := startProcess(o)
+	p, err := startProcess(o, e)
 	if err != nil {
 		return failed(res, startExitCode(err), err)
 	}
 	status, stop, waitErr := p.wait(o)
 	res.DurationMillis = p.ended.Sub(p.started).Milliseconds()
-	res.ExitCode = exitStatus(status)
+	res.ExitCode = status.code()
 	switch {
+	case p.refusal != nil:
+		res.ExitCode = ExitCannotExecute
 	case stop.timedOut:
 		res.TimedOut = true
 		res.ExitCode = ExitTimeout
@@ -215,6 +223,15 @@ func Run(opts Options) *Result {
 	}
 	res.Stdout, res.StdoutTruncated, res.StdoutBytes = p.stdout.result()
 	res.Stderr, res.StderrTruncated, res.StderrBytes = p.stderr.result()
+	if p.refusal != nil {
+		// The supervisor's refusal is the last line, as the shell's are.
+		line := p.refusal.Error()
+		if res.Stderr != "" && !strings.HasSuffix(res.Stderr, "\n") {
+			res.Stderr += "\n"
+		}
+		res.Stderr += line + "\n"
+		res.Error = line
+	}
 	if res.ExitCode == ExitCannotExecute && res.Error == "" {
 		res.Error = RefusalIn(res.Stderr)
 	}
@@ -258,19 +275,26 @@ func startExitCode(err error) int {
 	}
 }
 
-// exitStatus returns the runner's shell's exit status, or 128+N when it was killed by
+// exitStatus is how the runner's shell ended: its wait status, or the
+// error that kept the runner from learning it.
+type exitStatus struct {
+	status syscall.WaitStatus
+	err    error
+}
+
+// code returns the shell's exit status, or 128+N when it was killed by
 // signal N, or ExitRunnerFailure when there is no status.
-func exitStatus(state *os.ProcessState) int {
-	if state == nil {
+func (e exitStatus) code() int {
+	switch {
+	case e.err != nil:
+		return ExitRunnerFailure
+	case e.status.Signaled():
+		return ExitSignalBase + int(e.status.Signal())
+	case e.status.Exited():
+		return e.status.ExitStatus()
+	default:
 		return ExitRunnerFailure
 	}
-	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return ExitSignalBase + int(ws.Signal())
-	}
-	if code := state.ExitCode(); code >= 0 {
-		return code
-	}
-	return ExitRunnerFailure
 }
 
 // signalNumber returns the number of a syscall signal, or SIGTERM's for any
@@ -284,21 +308,33 @@ func signalNumber(sig os.Signal) int {
 
 // process is the started runner's shell and the readers of its output.
 type process struct {
-	cmd     *exec.Cmd
+	pid     int
 	started time.Time
 	ended   time.Time
 	stdout  *capture
 	stderr  *capture
 	// outputDone is closed when both readers have finished.
 	outputDone chan struct{}
-	// exited receives the result of cmd.Wait.
-	exited chan error
+	// exited receives how the shell ended.
+	exited chan exitStatus
+	// killTree kills every process of the command, in its process group
+	// or not.
+	killTree func()
+	// treeGone is closed once no process of the command is left.
+	treeGone chan struct{}
+	// refusal is the program the supervisor refused, if any; it is set
+	// before treeGone is closed.
+	refusal *Refusal
 }
 
-// startProcess starts the runner's shell in its own process group with one
-// pipe per output stream and a reader on each. The programs the shell
-// starts stay in that group, so stopping the group stops them all.
-func startProcess(o Options) (*process, error) {
+// nowFunc is the clock of the process's start and end.
+var nowFunc = time.Now
+
+// startProcess starts the runner's shell in its own process group, under
+// the supervisor that judges every program it and its descendants start,
+// with one pipe per output stream and a reader on each. The programs the
+// shell starts stay in that group, so stopping the group stops them all.
+func startProcess(o Options, e *Enforcer) (*process, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("failed to create stdout pipe: %w", err)
@@ -308,25 +344,25 @@ func startProcess(o Options) (*process, error) {
 		closeAll(outR, outW)
 		return nil, fmt.Errorf("failed to create stderr pipe: %w", err)
 	}
-	cmd := exec.Command(o.Executable, ShellSubcommand, "--policy="+o.Policy, "-c", o.Command)
-	cmd.Dir = o.Dir
-	cmd.Env = o.Env
-	cmd.Stdout = outW
-	cmd.Stderr = errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		closeAll(outR, outW, errR, errW)
+		return nil, fmt.Errorf("failed to open %s: %w", os.DevNull, err)
+	}
 	p := &process{
-		cmd:        cmd,
-		started:    time.Now(),
 		stdout:     newCapture("stdout", outR, o.OutputLimit),
 		stderr:     newCapture("stderr", errR, o.OutputLimit),
 		outputDone: make(chan struct{}),
-		exited:     make(chan error, 1),
+		exited:     make(chan exitStatus, 1),
+		treeGone:   make(chan struct{}),
 	}
-	if err := cmd.Start(); err != nil {
-		closeAll(outR, outW, errR, errW)
-		return nil, fmt.Errorf("failed to start %s: %w", o.Executable, err)
+	argv := []string{o.Executable, ShellSubcommand, "--policy=" + o.Policy, "-c", o.Command}
+	err = startSupervised(o, e, argv, []*os.File{devNull, outW, errW}, p)
+	closeAll(devNull, outW, errW)
+	if err != nil {
+		closeAll(outR, errR)
+		return nil, err
 	}
-	closeAll(outW, errW)
 	go func() {
 		done := make(chan struct{})
 		go func() { p.stderr.readAll(); close(done) }()
@@ -335,7 +371,6 @@ func startProcess(o Options) (*process, error) {
 		closeAll(outR, errR)
 		close(p.outputDone)
 	}()
-	go func() { p.exited <- cmd.Wait() }()
 	return p, nil
 }
 
@@ -346,20 +381,20 @@ type waiter struct {
 	o    Options
 	stop stopReason
 	// Channels set to nil once handled or no longer relevant.
-	exited     <-chan error
+	exited     <-chan exitStatus
 	outputDone <-chan struct{}
 	signals    <-chan os.Signal
 	timeout    <-chan time.Time
 	kill       <-chan time.Time
 	drain      <-chan time.Time
-	waitErr    error
+	status     exitStatus
 }
 
 // wait waits for the shell to exit and for its output to be read, enforcing
 // the timeout, forwarding signals and killing the process group as Run
 // describes. It returns the shell's status, why the runner stopped it if it
 // did, and an error if waiting failed.
-func (p *process) wait(o Options) (*os.ProcessState, stopReason, error) {
+func (p *process) wait(o Options) (exitStatus, stopReason, error) {
 	w := &waiter{p: p, o: o, exited: p.exited, outputDone: p.outputDone, signals: o.Signals}
 	if o.Timeout > 0 {
 		t := time.NewTimer(o.Timeout)
@@ -369,21 +404,18 @@ func (p *process) wait(o Options) (*os.ProcessState, stopReason, error) {
 	for w.exited != nil || w.outputDone != nil {
 		w.next()
 	}
-	// Whatever is left of the group has no output open and the shell is
-	// gone: the command is over.
+	// Whatever is left of the command has no output open and the shell
+	// is gone: the command is over.
 	p.signalGroup(syscall.SIGKILL)
-	var exitErr *exec.ExitError
-	if errors.As(w.waitErr, &exitErr) {
-		w.waitErr = nil
-	}
-	return p.cmd.ProcessState, w.stop, w.waitErr
+	p.killTree()
+	<-p.treeGone
+	return w.status, w.stop, w.status.err
 }
 
 // next handles one event.
 func (w *waiter) next() {
 	select {
-	case w.waitErr = <-w.exited:
-		w.p.ended = time.Now()
+	case w.status = <-w.exited:
 		w.exited, w.timeout, w.signals = nil, nil, nil
 		if !w.stop.stopping() {
 			w.killNow()
@@ -434,7 +466,7 @@ func (p *process) signalGroup(sig os.Signal) {
 	if !ok {
 		s = syscall.SIGTERM
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, s)
+	_ = syscall.Kill(-p.pid, s)
 }
 
 // closeAll closes files, ignoring errors.

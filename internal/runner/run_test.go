@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +29,18 @@ func TestMain(m *testing.M) {
 // is Always by default and a person approved the run, so what the judge
 // answers Ask (shells, writes) runs too.
 var approvedAll = PolicySnapshot{DefaultAction: policy.Always, Approved: true}.Encode()
+
+// hostExecDirs are this machine's program folders. Outside a sandbox the
+// root file system is writable, and the runner runs programs from a
+// writable file system only from the folders it is given.
+var hostExecDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/alternatives"}
+
+// hostRun runs o as Run does, with this machine's program folders and
+// o.ExecDirs as the folders programs may run from.
+func hostRun(o Options) *Result {
+	o.ExecDirs = append(slices.Clone(o.ExecDirs), hostExecDirs...)
+	return Run(o)
+}
 
 // waitForFile polls until path exists or the deadline passes.
 func waitForFile(t *testing.T, path string, within time.Duration) {
@@ -71,7 +84,7 @@ func TestRunCommands(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
 			tc.opts.Policy = approvedAll
-			res := Run(tc.opts)
+			res := hostRun(tc.opts)
 			// A leftover background process (sleep 30) must not hold Run.
 			if elapsed := time.Since(start); elapsed > 20*time.Second {
 				t.Errorf("Run took %s: it waited for a leftover process", elapsed)
@@ -129,7 +142,7 @@ func TestRunOutputLimit(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Run(Options{Command: tc.command, Policy: approvedAll, OutputLimit: tc.limit})
+			res := hostRun(Options{Command: tc.command, Policy: approvedAll, OutputLimit: tc.limit})
 			if res.ExitCode != 0 || res.Error != "" {
 				t.Fatalf("ExitCode = %d, Error = %q", res.ExitCode, res.Error)
 			}
@@ -160,7 +173,7 @@ func TestRunInvalidUTF8(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Run(Options{Command: tc.command, Policy: approvedAll, OutputLimit: tc.limit})
+			res := hostRun(Options{Command: tc.command, Policy: approvedAll, OutputLimit: tc.limit})
 			if res.Stdout != tc.stdout || res.StdoutTruncated != tc.truncated {
 				t.Errorf("Stdout = %q (truncated %t), want %q (%t)", res.Stdout, res.StdoutTruncated, tc.stdout, tc.truncated)
 			}
@@ -201,7 +214,7 @@ func TestRunTimeout(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Now()
-			res := Run(Options{Command: tc.command, Policy: approvedAll, Timeout: tc.timeout, Grace: tc.grace})
+			res := hostRun(Options{Command: tc.command, Policy: approvedAll, Timeout: tc.timeout, Grace: tc.grace})
 			elapsed := time.Since(start)
 			if !res.TimedOut || res.ExitCode != ExitTimeout {
 				t.Errorf("TimedOut = %t, ExitCode = %d, want true, %d", res.TimedOut, res.ExitCode, ExitTimeout)
@@ -229,7 +242,7 @@ func TestRunForwardsSignal(t *testing.T) {
 	signals := make(chan os.Signal, 1)
 	done := make(chan *Result, 1)
 	go func() {
-		done <- Run(Options{
+		done <- hostRun(Options{
 			Command: "sh -c \"trap 'echo got TERM; exit 7' TERM; touch started; sleep 10 & wait\"",
 			Policy:  approvedAll,
 			Dir:     dir,
@@ -259,7 +272,7 @@ func TestRunForwardsSignal(t *testing.T) {
 func TestRunClosedSignalChannel(t *testing.T) {
 	signals := make(chan os.Signal)
 	close(signals)
-	res := Run(Options{Command: "sleep 0.2; echo ok", Policy: approvedAll, Signals: signals})
+	res := hostRun(Options{Command: "sleep 0.2; echo ok", Policy: approvedAll, Signals: signals})
 	if res.ExitCode != 0 || res.Stdout != "ok\n" || res.Error != "" {
 		t.Errorf("result = %+v", res)
 	}
@@ -274,7 +287,7 @@ func TestRunProcessOutsideGroup(t *testing.T) {
 	// The shell waits until the escaped process is up, so it holds stdout
 	// when the group is killed. The runner's shell interrupts the programs
 	// it started as it exits; the escaped process ignores that too.
-	res := Run(Options{
+	res := hostRun(Options{
 		Command: `setsid sh -c 'trap "" INT; echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 60' & ` +
 			`while [ ! -e pid ]; do sleep 0.01; done; echo done`,
 		Policy: approvedAll,

@@ -39,7 +39,7 @@ func runRuntime(t *testing.T, c runtimeCase) runtimeResult {
 	box := newSandbox(t, shimDir)
 	before := treeState(box.root, box.log)
 	snap := PolicySnapshot{DefaultAction: c.def, Rules: c.rules, Approved: c.approved}
-	res := Run(Options{Command: c.line, Policy: snap.Encode(), Dir: box.work, Env: box.env, Timeout: 10 * time.Second})
+	res := hostRun(Options{Command: c.line, Policy: snap.Encode(), Dir: box.work, Env: box.env, Timeout: 10 * time.Second})
 	return runtimeResult{res: res, ran: box.ran(), written: diffStates(before, treeState(box.root, box.log)), box: box}
 }
 

@@ -1,0 +1,154 @@
+//go:build linux
+
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kubeskills/kubeskills/internal/policy"
+)
+
+// denyTouch is a deny list that a person approved: everything runs but
+// touch, so whatever stops touch is the exec supervision.
+var denyTouch = PolicySnapshot{
+	DefaultAction: policy.Always,
+	Rules:         []SnapshotRule{{Pattern: "touch *", Action: policy.Never}},
+	Approved:      true,
+}
+
+// supervised runs line in a fresh folder under snap and returns the
+// result and the folder.
+func supervised(t *testing.T, snap PolicySnapshot, line string, execDirs ...string) (*Result, string) {
+	t.Helper()
+	dir := t.TempDir()
+	res := hostRun(Options{Command: line, Policy: snap.Encode(), Dir: dir, ExecDirs: execDirs,
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "LC_ALL=C"}})
+	return res, dir
+}
+
+// wantRefusedChild checks that a run was refused at a program's exec: exit
+// 126, one refusal line naming the program and what started it, and the
+// payload file never written.
+func wantRefusedChild(t *testing.T, res *Result, dir, child, startedBy string) {
+	t.Helper()
+	if res.ExitCode != ExitCannotExecute {
+		t.Fatalf("exit %d, want %d; stderr %q", res.ExitCode, ExitCannotExecute, res.Stderr)
+	}
+	if !strings.HasPrefix(res.Error, RefusalPrefix) || !strings.Contains(res.Error, child) || !strings.Contains(res.Error, "started by "+startedBy) {
+		t.Errorf("refusal %q does not name %q started by %s", res.Error, child, startedBy)
+	}
+	if RefusalIn(res.Stderr) != res.Error {
+		t.Errorf("the refusal is not stderr's last refusal line: %q", res.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p")); err == nil {
+		t.Errorf("the payload ran: %s/p exists", dir)
+	}
+}
+
+// Findings of the review of 849ea57: each program a program started ran
+// unjudged.
+
+func TestSupervision_AwkSystemIsJudged(t *testing.T) {
+	res, dir := supervised(t, denyTouch, `awk 'BEGIN { system("touch p") }'`)
+	wantRefusedChild(t, res, dir, "touch p", `"awk"`)
+}
+
+func TestSupervision_SedExecuteIsJudged(t *testing.T) {
+	res, dir := supervised(t, denyTouch, `echo x | sed -n '1e touch p'`)
+	wantRefusedChild(t, res, dir, "touch p", `"sed"`)
+}
+
+// The judge reads find -exec and xargs; what their command strings turn
+// into at run time only the supervision sees.
+func TestSupervision_FindExecIsJudged(t *testing.T) {
+	res, dir := supervised(t, denyTouch, `T='touch p' find . -maxdepth 0 -exec sh -c '$T' \;`)
+	wantRefusedChild(t, res, dir, "touch p", `"sh"`)
+}
+
+func TestSupervision_XargsIsJudged(t *testing.T) {
+	res, dir := supervised(t, denyTouch, `echo 'touch p' | xargs -I{} sh -c '{}'`)
+	wantRefusedChild(t, res, dir, "touch p", `"xargs"`)
+}
+
+func TestSupervision_MakeRecipeIsJudged(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte("all:\n\ttouch p\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := hostRun(Options{Command: "make -s", Policy: denyTouch.Encode(), Dir: dir,
+		Env: []string{"PATH=/usr/bin:/bin", "HOME=" + dir}})
+	wantRefusedChild(t, res, dir, "touch p", `"make"`)
+}
+
+func TestSupervision_RenamedCopyNeverRuns(t *testing.T) {
+	res, dir := supervised(t, denyTouch, `cp /usr/bin/touch ./t && ./t p`)
+	if res.ExitCode != ExitCannotExecute || !strings.Contains(res.Error, "created or changed during the run") {
+		t.Fatalf("a copy made during the run ran: exit %d, %q", res.ExitCode, res.Error)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p")); err == nil {
+		t.Error("the copy ran")
+	}
+}
+
+func TestSupervision_SymlinkIsJudgedAsItsTarget(t *testing.T) {
+	res, dir := supervised(t, denyTouch, `ln -s /usr/bin/touch ./t && ./t p`)
+	wantRefusedChild(t, res, dir, "./t p", "the command line")
+	if !strings.Contains(res.Error, `"touch p" matched rules[0]`) {
+		t.Errorf("not judged as touch: %q", res.Error)
+	}
+}
+
+func TestSupervision_ProgramsOnWritableFileSystemsDoNotRun(t *testing.T) {
+	bin := t.TempDir()
+	data, err := os.ReadFile("/usr/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "true"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, filepath.Join(bin, "true"))
+	res, _ := supervised(t, denyTouch, bin+"/true")
+	if res.ExitCode != ExitCannotExecute || !strings.Contains(res.Error, "writable file system") {
+		t.Fatalf("a program on a writable file system ran: exit %d, %q", res.ExitCode, res.Error)
+	}
+	if res, _ := supervised(t, denyTouch, bin+"/true", bin); res.ExitCode != 0 {
+		t.Fatalf("a program from an --exec-dir did not run: exit %d, %q", res.ExitCode, res.Error)
+	}
+}
+
+// A script that a rule allows runs its programs judged, unless the rule
+// trusts them.
+func TestSupervision_ScriptChildren(t *testing.T) {
+	bin := t.TempDir()
+	script := filepath.Join(bin, "snap.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\ntouch \"$1\"\n"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, script)
+	for _, tc := range []struct {
+		children string
+		wantExit int
+	}{
+		{children: "", wantExit: ExitCannotExecute},
+		{children: ChildrenJudged, wantExit: ExitCannotExecute},
+		{children: ChildrenTrusted, wantExit: 0},
+	} {
+		snap := PolicySnapshot{DefaultAction: policy.Ask, Rules: []SnapshotRule{
+			{Pattern: script + " *", Action: policy.Always, Children: tc.children},
+			{Pattern: "snap.sh *", Action: policy.Always, Children: tc.children},
+			{Pattern: "touch *", Action: policy.Never},
+		}}
+		res, dir := supervised(t, snap, script+" p", bin)
+		if res.ExitCode != tc.wantExit {
+			t.Errorf("children %q: exit %d, want %d (%q)", tc.children, res.ExitCode, tc.wantExit, res.Error)
+		}
+		_, err := os.Stat(filepath.Join(dir, "p"))
+		if ran := err == nil; ran != (tc.wantExit == 0) {
+			t.Errorf("children %q: the script's touch ran: %t", tc.children, ran)
+		}
+	}
+}
