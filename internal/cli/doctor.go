@@ -39,16 +39,24 @@ One line is printed per check, 'ok   CHECK: WHAT WAS FOUND' or
               a sandbox with an identity (that of --policy's
               spec.sandbox.serviceAccountName) reaches the API server, and
               neither a Service nor a pod
+  canary-exec a sandbox judges every program its command starts: awk,
+              allowed and approved, starts touch through system(), which
+              the policy refuses; the runner must stop it before it runs
+              (exit 126, a refusal naming it). Fails when touch ran, and
+              when the runner cannot supervise programs there (ptrace
+              forbidden), since then no sandbox runs anything
 
 The canary runs real pods in the namespace: a target (a small HTTP server
 and its Service), an unfenced control pod that must reach the target (else
 nothing is proven), and client pods fenced by the NetworkPolicy the operator
 builds for a sandbox. They probe with curl and report through their
-termination message. Every object the canary makes is labelled
+termination message. The exec canary is a sandbox pod built as the
+operator builds one, its runner copied from the operator's image (its
+--image). Every object the canary makes is labelled
 kubeskills.io/doctor=canary and deleted at the end, on Ctrl-C, and at the
 start of the next run. A cluster whose network plugin ignores NetworkPolicy
 fails the canary. The image is --image, else the --sandbox-image of the
-operator's Deployment; it needs sh and curl.
+operator's Deployment; it needs sh, curl and awk.
 
 The namespace is that of -n, else of the kubeconfig's context. The doctor
 needs to read CRDs, admission policies, Deployments, RBAC bindings and
@@ -96,7 +104,7 @@ func newDoctorCommand(o *Options) *cobra.Command {
 	flags.StringVar(&opts.policy, "policy", "",
 		"CommandPolicy of the namespace whose spec.sandbox.serviceAccountName the identity canary uses")
 	flags.StringVar(&opts.image, "image", "",
-		"Image of the canary pods (needs sh and curl); default: the operator's --sandbox-image, else "+defaultToolboxImage)
+		"Image of the canary pods (needs sh, curl and awk); default: the operator's --sandbox-image, else "+defaultToolboxImage)
 	flags.DurationVar(&opts.timeout, "timeout", 2*time.Minute,
 		"How long the canary waits for its pods to start and report")
 	flags.BoolVar(&opts.skipCanary, "skip-canary", false,
@@ -125,7 +133,7 @@ func (o *doctorOptions) run(ctx context.Context) error {
 	netpol, openers := d.checkNetworkPolicies(ctx)
 	results = append(results, operator.result, d.checkAgentRBAC(ctx), netpol)
 	if o.skipCanary {
-		_, _ = fmt.Fprintln(o.Streams.ErrOut, "warning: --skip-canary: no pod proved the sandbox's network fence")
+		_, _ = fmt.Fprintln(o.Streams.ErrOut, "warning: --skip-canary: no pod proved the sandbox's network fence, nor that it judges the programs commands start")
 	} else {
 		image := o.image
 		if image == "" {
@@ -134,7 +142,8 @@ func (o *doctorOptions) run(ctx context.Context) error {
 		if image == "" {
 			image = defaultToolboxImage
 		}
-		cn := &canary{c: c, ns: ns, image: image, policy: o.policy, timeout: o.timeout, openers: openers, log: o.Streams.ErrOut}
+		cn := &canary{c: c, ns: ns, image: image, runnerImage: operator.runnerImage, policy: o.policy, timeout: o.timeout,
+			openers: openers, log: o.Streams.ErrOut}
 		results = append(results, cn.run(ctx)...)
 	}
 	if writeReport(o.Streams.Out, results) > 0 {

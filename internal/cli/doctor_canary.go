@@ -54,10 +54,14 @@ type canary struct {
 	// sandboxes: the first suspects when a sandbox reaches too far.
 	openers []string
 	log     io.Writer
+	// runnerImage is the operator's image, which holds the runner; ""
+	// when the operator's Deployment was not found.
+	runnerImage string
 }
 
-// run runs the canary and returns its two checks. Whatever happens, it
-// deletes what it made, also when ctx is cancelled (Ctrl-C).
+// run runs the canary and returns its three checks: the fence, the
+// identity's fence, and the supervision of what programs start. Whatever
+// happens, it deletes what it made, also when ctx is cancelled (Ctrl-C).
 func (cn *canary) run(ctx context.Context) []checkResult {
 	_, _ = fmt.Fprintf(cn.log, "Running the canary in namespace %s with image %s...\n", cn.ns, cn.image)
 	defer func() {
@@ -68,6 +72,11 @@ func (cn *canary) run(ctx context.Context) []checkResult {
 				err, cn.ns, labelDoctor)
 		}
 	}()
+	return append(cn.runFence(ctx), cn.runExec(ctx, cn.runnerImage))
+}
+
+// runFence runs the fence's canary and returns its two checks.
+func (cn *canary) runFence(ctx context.Context) []checkResult {
 	ctx, cancel := context.WithTimeout(ctx, cn.timeout)
 	defer cancel()
 	policy, identityFrom, err := cn.identityPolicy(ctx)

@@ -164,6 +164,9 @@ func denies(actions []admissionv1.ValidationAction) bool {
 type operatorCheck struct {
 	result       checkResult
 	sandboxImage string
+	// runnerImage is the operator's own image (its --image), which
+	// holds the runner sandboxes copy; "" when none was found.
+	runnerImage string
 }
 
 // checkOperator finds the operator's Deployment and checks it is
@@ -185,7 +188,7 @@ func (d *doctor) checkOperator(ctx context.Context) operatorCheck {
 			"no Deployment labelled %s=manager, %s=kubeskills in any namespace", labelComponent, labelPartOf)}
 	}
 	dep := &found[0]
-	out := operatorCheck{sandboxImage: sandboxImageOf(dep)}
+	out := operatorCheck{sandboxImage: sandboxImageOf(dep), runnerImage: runnerImageOf(dep)}
 	key := dep.Namespace + "/" + dep.Name
 	ready := fmt.Sprintf("%d/%d ready", dep.Status.ReadyReplicas, ptrOr(dep.Spec.Replicas, 1))
 	if !deploymentAvailable(dep) || dep.Status.ReadyReplicas == 0 {
@@ -214,18 +217,39 @@ func deploymentAvailable(dep *appsv1.Deployment) bool {
 
 // sandboxImageOf reads the manager's --sandbox-image flag.
 func sandboxImageOf(dep *appsv1.Deployment) string {
+	v, _ := managerFlag(dep, "sandbox-image")
+	return v
+}
+
+// runnerImageOf reads the manager's --image flag, the image sandboxes copy
+// the runner from; without it, the manager container's own image.
+func runnerImageOf(dep *appsv1.Deployment) string {
+	if v, _ := managerFlag(dep, "image"); v != "" {
+		return v
+	}
 	for _, c := range dep.Spec.Template.Spec.Containers {
-		args := append(append([]string{}, c.Command...), c.Args...)
-		for i, a := range args {
-			if v, ok := strings.CutPrefix(a, "--sandbox-image="); ok {
-				return v
-			}
-			if a == "--sandbox-image" && i+1 < len(args) {
-				return args[i+1]
-			}
+		if c.Name == "manager" {
+			return c.Image
 		}
 	}
 	return ""
+}
+
+// managerFlag reads the flag --NAME of the Deployment's containers, and the
+// container that sets it.
+func managerFlag(dep *appsv1.Deployment, name string) (string, string) {
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		args := append(append([]string{}, c.Command...), c.Args...)
+		for i, a := range args {
+			if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+				return v, c.Name
+			}
+			if a == "--"+name && i+1 < len(args) {
+				return args[i+1], c.Name
+			}
+		}
+	}
+	return "", ""
 }
 
 // checkAgentRBAC asks the API server, for the ServiceAccount of each Agent

@@ -302,7 +302,8 @@ func TestDoctorFailsWhenTheOperatorIsNotAvailable(t *testing.T) {
 }
 
 // TestDoctorCanaryWithoutNodes runs the canary where no pod can run: it
-// fails, saying the target never became Ready, and leaves nothing behind.
+// fails, saying the target and the exec canary's sandbox never ran, and
+// leaves nothing behind.
 func TestDoctorCanaryWithoutNodes(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
@@ -314,8 +315,9 @@ func TestDoctorCanaryWithoutNodes(t *testing.T) {
 	g.Expect(lines(res.Stdout, "FAIL")).To(ConsistOf(
 		HavePrefix("FAIL canary: the canary target pod kubeskills-doctor-target did not become Ready within --timeout: phase Pending, not scheduled to any node"),
 		HavePrefix("FAIL canary-identity: the canary target pod kubeskills-doctor-target did not become Ready within --timeout"),
+		HavePrefix("FAIL canary-exec: the canary pod kubeskills-doctor-exec did not finish within --timeout: phase Pending, not scheduled to any node"),
 	))
-	g.Expect(res.Stdout).To(ContainSubstring("2 of 7 checks failed"))
+	g.Expect(res.Stdout).To(ContainSubstring("3 of 8 checks failed"))
 	for _, list := range []client.ObjectList{&corev1.PodList{}, &corev1.ServiceList{}, &networkingv1.NetworkPolicyList{}} {
 		g.Expect(admin.List(ctx, list, client.InNamespace(ns), client.HasLabels{"kubeskills.io/doctor"})).To(Succeed())
 		g.Expect(meta.LenList(list)).To(BeZero(), "the canary left %T behind", list)

@@ -23,7 +23,8 @@ func doctor(t *testing.T) (string, bool) {
 	return out, err == nil
 }
 
-// doctorFindsAnOpenFence: the doctor passes on this cluster, and fails,
+// doctorFindsAnOpenFence: the doctor passes on this cluster, its sandbox
+// stopping a program that a command started, and fails,
 // naming it, once a namespace-wide allow-all egress NetworkPolicy opens the
 // sandboxes again.
 func doctorFindsAnOpenFence(t *testing.T, _ *state) {
@@ -32,6 +33,8 @@ func doctorFindsAnOpenFence(t *testing.T, _ *state) {
 	g.Expect(ok).To(BeTrue(), "the doctor fails on a fit cluster:\n%s", out)
 	g.Expect(out).To(ContainSubstring("The cluster is fit for kubeskills"))
 	g.Expect(out).To(MatchRegexp(`(?m)^ok +canary-identity: .*e2e-viewer`))
+	g.Expect(out).To(MatchRegexp(`(?m)^ok +canary-exec: .*refused .*touch /tmp/kubeskills-doctor.*started by`),
+		"a sandbox stops the program awk starts, which the policy refuses")
 
 	c.mustKubectl(t, "apply", "-f", "test/e2e/testdata/allow-all-egress.yaml")
 	out, ok = doctor(t)
