@@ -38,9 +38,10 @@ type execView struct {
 	Files []string
 }
 
-// multiCall are programs that run the applet their argv[0] names, so
-// the applet, not the binary's name, is what runs.
-var multiCall = map[string]bool{"busybox": true, "toybox": true}
+// multiCall are programs that run the applet their argv[0] names, or,
+// called by their own name, the applet their first argument names: the
+// applet, not the binary's name, is what runs.
+var multiCall = map[string]bool{"busybox": true, "toybox": true, "coreutils": true}
 
 // maxShebang is how much of a file is read to find its #! line, as the
 // kernel reads at most 256 bytes of it.
@@ -69,7 +70,12 @@ func (p program) view(readHead func(string) []byte, resolve func(string) string,
 	}
 	v := execView{Called: p.Argv, Files: []string{p.Exe}}
 	real := filepath.Base(p.Exe)
-	if !multiCall[real] && real != filepath.Base(p.Argv[0]) {
+	switch {
+	case multiCall[real] && filepath.Base(p.Argv[0]) == real && len(p.Argv) > 1:
+		// busybox APPLET ..., coreutils --coreutils-prog=APPLET ...
+		applet, _ := strings.CutPrefix(p.Argv[1], "--coreutils-prog=")
+		v.Real = append([]string{applet}, p.Argv[2:]...)
+	case !multiCall[real] && real != filepath.Base(p.Argv[0]):
 		v.Real = append([]string{real}, p.Argv[1:]...)
 	}
 	return v
