@@ -36,6 +36,8 @@ type execView struct {
 	// Files are the executable files the program runs from: the binary,
 	// and the script when there is one.
 	Files []string
+	// Script is the script started through its #! line, or "".
+	Script string
 }
 
 // multiCall are programs that run the applet their argv[0] names, or,
@@ -62,7 +64,7 @@ func (p program) view(readHead func(string) []byte, resolve func(string) string,
 		if filepath.IsAbs(script) && slices.Contains(pathDirs, filepath.Dir(script)) {
 			name = filepath.Base(script)
 		}
-		v := execView{Called: append([]string{name}, rest...), Files: []string{p.Exe, abs}}
+		v := execView{Called: append([]string{name}, rest...), Files: []string{p.Exe, abs}, Script: abs}
 		if real := filepath.Base(resolve(abs)); real != filepath.Base(name) {
 			v.Real = append([]string{real}, rest...)
 		}
@@ -141,10 +143,26 @@ type execDecision struct {
 	trusted bool
 }
 
+// inProcess are the shells that run their applets without an exec of
+// their own, so the supervision never sees what a script they run runs.
+var inProcess = map[string]bool{"busybox": true, "toybox": true}
+
 // judgeExec judges a program at its exec under the name it was called by
-// and under the file that really runs; the strictest answer wins.
-func (e *Enforcer) judgeExec(v execView) execDecision {
+// and under the file that really runs; the strictest answer wins. A
+// script that a shell of inProcess runs is also judged by its text, as
+// the judge reads a line: readScript returns it.
+func (e *Enforcer) judgeExec(v execView, exe string, readScript func(string) (string, error)) execDecision {
 	d := e.m.DecideArgs(v.Called, e.tools)
+	if v.Script != "" && inProcess[filepath.Base(exe)] {
+		text, err := readScript(v.Script)
+		r := policy.Decision{Action: policy.Ask, RuleIndex: -1, Reason: "the script " + v.Script + " cannot be read: " + errText(err)}
+		if err == nil {
+			r = e.m.DecideFor(text, e.tools)
+		}
+		if r.Action.Stricter(d.Action) {
+			d = r
+		}
+	}
 	trusted := e.trustsAll(d)
 	if v.Real != nil {
 		r := e.m.DecideArgs(v.Real, e.tools)
@@ -168,4 +186,12 @@ func (e *Enforcer) trustsAll(d policy.Decision) bool {
 		}
 	}
 	return true
+}
+
+// errText is err's text, or "no error".
+func errText(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	return err.Error()
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/kubeskills/kubeskills/internal/policy"
 )
 
 // traceOptions make the kernel stop a traced process at every exec, follow
@@ -230,7 +233,7 @@ func (s *supervisor) exec(pid int, t *tracee) bool {
 		}
 	}
 	if !t.trusted {
-		d := s.e.judgeExec(view)
+		d := s.e.judgeExec(view, prog.Exe, readScript)
 		if err := s.e.refuse(argvText(view.Called), d.Decision); err != nil {
 			r := err.(*Refusal)
 			r.Program, r.StartedBy = prog.Exe, t.name
@@ -328,6 +331,24 @@ func readHead(path string) []byte {
 		return nil
 	}
 	return buf[:n]
+}
+
+// readScript returns the text of a script a shell is about to run, at
+// most policy.MaxCommandBytes of it: a longer one is not judged whole.
+func readScript(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, policy.MaxCommandBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > policy.MaxCommandBytes {
+		return "", fmt.Errorf("it is longer than %d bytes", policy.MaxCommandBytes)
+	}
+	return string(b), nil
 }
 
 // resolvePath returns path with every symlink resolved, or path itself.

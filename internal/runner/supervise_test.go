@@ -152,3 +152,25 @@ func TestSupervision_ScriptChildren(t *testing.T) {
 		}
 	}
 }
+
+// busybox runs its applets in-process, without an exec the supervision
+// could judge: a script it runs is judged by its text at the shell's exec.
+func TestSupervision_BusyboxScriptIsJudgedByItsText(t *testing.T) {
+	bin := t.TempDir()
+	script := filepath.Join(bin, "snap.sh")
+	if err := os.WriteFile(script, []byte("#!/usr/bin/busybox sh\necho start\ntouch p\n"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, script)
+	snap := PolicySnapshot{DefaultAction: policy.Ask, Rules: []SnapshotRule{
+		{Pattern: script, Action: policy.Always},
+		{Pattern: "snap.sh", Action: policy.Always},
+		{Pattern: "echo *", Action: policy.Always},
+		{Pattern: "touch *", Action: policy.Never},
+	}}
+	res, dir := supervised(t, snap, script, bin)
+	wantRefusedChild(t, res, dir, script, "the command line")
+	if !strings.Contains(res.Error, `"touch p" matched rules[3]`) {
+		t.Errorf("not judged by its text: %q", res.Error)
+	}
+}
