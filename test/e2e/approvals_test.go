@@ -244,3 +244,28 @@ func serviceAccountKubeconfig(t *testing.T, name string, create bool) string {
 	}
 	return path
 }
+
+// childJudged: under the agent chart's default policy a person approves
+// an awk program, and the rm that awk starts is refused in the sandbox at
+// its exec: the approval covers the line, not a Never program the line's
+// programs start. The run's status names rm and that awk started it.
+func childJudged(t *testing.T, s *state) {
+	g := NewWithT(t)
+	const command = `awk 'BEGIN { system("rm -rf /tmp/e2e-child") }'`
+	pending := runAsync(s, command)
+	run := awaitingApproval(t, command)
+	mustDecide(t, "approve", run.Name, "", "e2e: awk's child is judged on its own")
+	res := <-pending
+	g.Expect(res.Phase).To(Equal(string(skillsv1.PhaseFailed)), res.Message)
+	g.Expect(res.ExitCode).NotTo(BeNil())
+	g.Expect(*res.ExitCode).To(BeEquivalentTo(126), res.Message)
+
+	var got skillsv1.CommandRun
+	g.Expect(c.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: run.Name}, &got)).To(Succeed())
+	g.Expect(got.Status.Result).NotTo(BeNil())
+	msg := got.Status.Result.Message
+	g.Expect(msg).To(HavePrefix("kubeskills: refused "), "the status does not carry the refusal")
+	g.Expect(msg).To(ContainSubstring(`rm -rf /tmp/e2e-child`), "the status does not name the child")
+	g.Expect(msg).To(ContainSubstring(`started by "awk"`), "the status does not name what started the child")
+	g.Expect(msg).To(ContainSubstring("the policy says Never"))
+}

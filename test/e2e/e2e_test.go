@@ -111,6 +111,7 @@ func TestEndToEnd(t *testing.T) {
 		{"4 chat runs an allowed command", chatRunsCommand},
 		{"5 ask approve deny expire never", approvals},
 		{"5b two approvers of two, end to end", twoOfTwo},
+		{"5c a program the approved line starts is judged in the sandbox", childJudged},
 		{"6 timeout truncation and separate streams", limits},
 		{"7 sandbox is locked down", lockedDown},
 		{"8 skill edits reach the running agent", skillEdits},
