@@ -244,7 +244,38 @@ type PolicyDecision struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	JudgedAgain string `json:"judgedAgain,omitempty"`
+
+	// startsPrograms lists the programs of the command that can start
+	// other programs (shells and interpreters such as awk, sed with its e
+	// command, git with a pager or diff helper, make, tar reading an
+	// archive or naming an action, find -exec, wrappers such as xargs), by
+	// base name, in the order they appear, each once, the first 16 of
+	// them. Each program they start is judged by the
+	// policy as it starts, in an approved run too, unless trustedPrograms
+	// names them. `kubectl skills approve` and the AwaitingApproval Event
+	// say so. Empty when no program of the command can start others.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	StartsPrograms []string `json:"startsPrograms,omitempty"`
+
+	// trustedPrograms lists those of startsPrograms that a rule with
+	// `children: Trusted` allowed: the programs they start are not judged
+	// one by one.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=64
+	TrustedPrograms []string `json:"trustedPrograms,omitempty"`
 }
+
+// MaxStartsPrograms is how many programs status.decision.startsPrograms
+// and trustedPrograms hold at most; MaxProgramName how long each name is.
+const (
+	MaxStartsPrograms = 16
+	MaxProgramName    = 64
+)
 
 // CommandResult is what a finished command produced.
 type CommandResult struct {

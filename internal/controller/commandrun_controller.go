@@ -233,6 +233,7 @@ func (r *CommandRunReconciler) decide(run *skillsv1.CommandRun, pol *skillsv1.Co
 		tools, hash = skl.Spec.AllowedTools, skl.Status.ContentHash
 	}
 	d := m.DecideFor(run.Spec.Command, tools)
+	starts, trusted := startedPrograms(run.Spec.Command, d, pol.Spec.Rules)
 	run.Status.Decision = &skillsv1.PolicyDecision{
 		Action:           skillsv1.PolicyAction(d.Action),
 		Rule:             d.Rule,
@@ -242,6 +243,8 @@ func (r *CommandRunReconciler) decide(run *skillsv1.CommandRun, pol *skillsv1.Co
 		SkillHash:        hash,
 		RunGeneration:    run.Generation,
 		JudgedAgain:      clip(again, 1024),
+		StartsPrograms:   starts,
+		TrustedPrograms:  trusted,
 	}
 	run.Status.ApprovalDeadline = nil
 	if d.Action == policy.Ask {
@@ -500,8 +503,9 @@ func (r *CommandRunReconciler) recordTransition(before, after *skillsv1.CommandR
 }
 
 // askNote is what a notifier needs of a run that waits for people: who
-// asks, what, under which rule, and the command that answers it. The
-// command comes last, as the one part that may be cut.
+// asks, what, under which rule, whether its programs can start others, and
+// the command that answers it. The command comes last, as the one part
+// that may be cut.
 func askNote(run *skillsv1.CommandRun) string {
 	d := run.Status.Decision
 	rule := "the default action"
@@ -513,9 +517,13 @@ func askNote(run *skillsv1.CommandRun) string {
 	if a := d.Approvers; a != nil {
 		who = fmt.Sprintf(" from %s", approverNames(a))
 	}
-	return fmt.Sprintf("Agent %s asks; CommandPolicy %s (%s) says Ask; it needs %d approval(s)%s: "+
+	programs := ""
+	if c := programsClause(d); c != "" {
+		programs = "; " + c
+	}
+	return fmt.Sprintf("Agent %s asks; CommandPolicy %s (%s) says Ask%s; it needs %d approval(s)%s: "+
 		"kubectl skills approve %s -n %s; command: %s",
-		run.Spec.Agent, d.Policy, rule, t.Required, who, run.Name, run.Namespace, run.Spec.Command)
+		run.Spec.Agent, d.Policy, rule, programs, t.Required, who, run.Name, run.Namespace, run.Spec.Command)
 }
 
 // approverNames lists the users and groups of an approver set.

@@ -12,3 +12,11 @@ import (
 func History(r *CommandRunReconciler, ctx context.Context, run *skillsv1.CommandRun) (int, time.Duration, error) {
 	return r.history(ctx, run)
 }
+
+// StartedPrograms and ProgramsClause expose to the package's external
+// tests what a decision records of the programs that can start others, and
+// the AwaitingApproval Event's clause on them.
+var (
+	StartedPrograms = startedPrograms
+	ProgramsClause  = programsClause
+)
