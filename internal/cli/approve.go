@@ -53,9 +53,12 @@ kubeskills-approver ClusterRole, bound in the namespace), or when admission
 refuses the approval (the server's message is printed).
 
 Before it writes anything it prints what you approve: the whole command,
-the rule and policy that sent it to a person and why, the skill (and its
-content hash), the agent, who asked, the identity its sandbox would run
-with, who may approve and how many approvals it has so far. Then it asks
+the rule and policy that sent it to a person and why, which of its
+programs can start other programs (awk, make, git, ...) and whether the
+policy judges what they start, the skill (and its content hash), the
+agent, who asked, the identity its sandbox would run with, who may approve
+and how many approvals it has so far. An approval covers the command shown,
+not a program it starts that the policy says Never. Then it asks
 'Approve? [y/N]' on standard input; any answer but y or yes changes nothing.
 --yes (-y) decides without the question, for scripts; without it, a
 standard input that is not a terminal is refused. The approval names the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,6 +50,9 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 		if d.JudgedAgain != "" {
 			field("Judged again", oneLine(d.JudgedAgain))
 		}
+		if text := programsText(d); text != "" {
+			field("Programs", text)
+		}
 	}
 	skill := "none"
 	if run.Spec.Skill != "" {
@@ -68,6 +72,40 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 		so += " (" + printable(strings.Join(t.Approvers, ", ")) + ")"
 	}
 	field("So far", so)
+}
+
+// programsText says, in one line, which programs of the command can start
+// other programs (status.decision.startsPrograms) and whether the policy
+// judges what they start: "" when none can. An approval covers the command
+// shown, not a program it starts that the policy refuses; only a rule with
+// children: Trusted (status.decision.trustedPrograms) lets those go
+// unjudged.
+func programsText(d *skillsv1.PolicyDecision) string {
+	if len(d.StartsPrograms) == 0 {
+		return ""
+	}
+	var judged []string
+	for _, name := range d.StartsPrograms {
+		if !slices.Contains(d.TrustedPrograms, name) {
+			judged = append(judged, name)
+		}
+	}
+	s := strings.Join(d.StartsPrograms, ", ") + " can start other programs; "
+	const checked = "the policy judges each of those as it starts, and refuses one it says Never even after approval"
+	switch {
+	case len(judged) == 0:
+		s += "those are not judged one by one, since the deciding rule trusts its command's programs (children: Trusted)"
+	case len(judged) < len(d.StartsPrograms):
+		verb := " start"
+		if len(d.TrustedPrograms) == 1 {
+			verb = " starts"
+		}
+		s += checked + ", except those " + strings.Join(d.TrustedPrograms, ", ") + verb +
+			", which are not judged one by one (children: Trusted)"
+	default:
+		s += checked
+	}
+	return oneLine(s)
 }
 
 // approversText says who may approve a run's decision, and how many must.
