@@ -185,7 +185,7 @@ func TestRunnerForwardsSIGTERM(t *testing.T) {
 	resultFile := filepath.Join(dir, "termination-log")
 	args := append([]string{"run", "--grace=500ms", "--dir=" + dir, "--result-file=" + resultFile, approvedAll}, hostExecDirs...)
 	cmd := runnerProcess(self, append(args, "--",
-		"sh -c \"trap 'echo stopping; exit 1' TERM; touch started; sleep 10 & wait\"")...)
+		"sh -c \"trap 'echo stopping; exit 1' TERM; sleep 10 & : > started; wait\"")...)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	if err := cmd.Start(); err != nil {
@@ -194,8 +194,8 @@ func TestRunnerForwardsSIGTERM(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	gomega.NewWithT(t).Eventually(func() error { _, err := os.Stat(filepath.Join(dir, "started")); return err },
 		5*time.Second, 5*time.Millisecond).Should(gomega.Succeed(), "the command did not start")
-	// A signal that lands while the shell forks sleep can be lost in the
-	// child, which the runner then kills after its grace: allow for it.
+	// The shell writes started itself once sleep is forked, so the signal
+	// lands while it waits: one that lands while dash forks can be lost.
 	start := time.Now()
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
