@@ -9,6 +9,7 @@
 #   config/rbac/viewer_role.yaml         -> templates/rbac/viewer-role.yaml
 #   config/rbac/editor_role.yaml         -> templates/rbac/editor-role.yaml
 #   config/rbac/metrics_reader_role.yaml -> templates/rbac/metrics-reader-role.yaml
+#   config/rbac/policy_user_role.yaml    -> templates/rbac/policy-user-role.yaml
 #   config/admission/*.yaml (but kustomization.yaml)
 #                                        -> templates/admission/ (behind admissionPolicy.enabled)
 #
@@ -103,7 +104,7 @@ TPL
   echo "{{- end }}"
 } >"$templates/rbac/runner-role.yaml"
 
-for role in viewer editor metrics_reader; do
+for role in viewer editor metrics_reader policy_user; do
   value=$(echo "$role" | awk -F_ '{ for (i = 2; i <= NF; i++) $i = toupper(substr($i, 1, 1)) substr($i, 2); print }' OFS='')Role
   {
     header "config/rbac/${role}_role.yaml"

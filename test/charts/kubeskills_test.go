@@ -60,6 +60,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"ClusterRole/kubeskills-editor",
 		"ClusterRole/kubeskills-manager",
 		"ClusterRole/kubeskills-metrics-reader",
+		"ClusterRole/kubeskills-policy-user",
 		"ClusterRole/kubeskills-runner",
 		"ClusterRole/kubeskills-viewer",
 		"ClusterRoleBinding/kubeskills-manager",
