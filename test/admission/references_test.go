@@ -1,0 +1,195 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+)
+
+// TestFinding_AgentCannotBorrowAPolicy: an Agent's spec.policyRef decides
+// the rules, Secrets and ServiceAccount its commands run with, so its
+// author needs the verb use on that CommandPolicy (kubeskills.io). An
+// author who may write Agents, but was granted no policy, cannot point one
+// at a policy an admin wrote for a powerful ServiceAccount, at creation or
+// by an update; a Role with resourceNames allows exactly the policies it
+// lists, an update that leaves the reference alone needs no grant, and
+// kubeskills-policy-user allows every policy of the namespace.
+func TestFinding_AgentCannotBorrowAPolicy(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := authorSetup(t)
+	carol := as(t, "carol")
+	for _, p := range []*skillsv1.CommandPolicy{identityPolicy(ns, "cluster-admin-commands", "deployer"), identityPolicy(ns, "team", "")} {
+		g.Expect(admin.Create(ctx, p)).To(Succeed())
+	}
+
+	borrowing := authoredAgent(ns, "carol-agent")
+	borrowing.Spec.PolicyRef = &skillsv1.LocalRef{Name: "cluster-admin-commands"}
+	refused(t, carol, borrowing,
+		"spec.policyRef names CommandPolicy cluster-admin-commands, which carol may not use in namespace "+ns,
+		"ask for the verb use on commandpolicies/cluster-admin-commands (kubeskills.io",
+		"kubeskills-policy-user")
+
+	role(t, ns, "team-policy", "carol", rbacv1.PolicyRule{
+		APIGroups: []string{"kubeskills.io"}, Resources: []string{"commandpolicies"},
+		ResourceNames: []string{"team"}, Verbs: []string{"use"},
+	})
+	g.Expect(carol.Create(ctx, borrowing)).To(MatchError(ContainSubstring(
+		"spec.policyRef names CommandPolicy cluster-admin-commands, which carol may not use")), "a grant on another policy allowed this one")
+	own := authoredAgent(ns, "carol-agent")
+	own.Spec.PolicyRef = &skillsv1.LocalRef{Name: "team"}
+	g.Expect(carol.Create(ctx, own)).To(Succeed())
+
+	// Pointing it elsewhere later is refused; other edits are not checked.
+	g.Expect(update(carol, own, func(a *skillsv1.Agent) {
+		a.Spec.PolicyRef.Name = "cluster-admin-commands"
+	})).To(MatchError(ContainSubstring("spec.policyRef names CommandPolicy cluster-admin-commands, which carol may not use")))
+	g.Expect(update(carol, own, func(a *skillsv1.Agent) { a.Spec.Instructions = "Be brief." })).To(Succeed())
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(own), own)).To(Succeed())
+	g.Expect(own.Spec.PolicyRef.Name).To(Equal("team"))
+
+	// An Agent that names no policy runs no commands and needs no grant.
+	g.Expect(update(carol, own, func(a *skillsv1.Agent) { a.Spec.PolicyRef = nil })).To(Succeed())
+
+	bind(t, ns, "ClusterRole", "kubeskills-policy-user", "carol")
+	g.Expect(update(carol, own, func(a *skillsv1.Agent) {
+		a.Spec.PolicyRef = &skillsv1.LocalRef{Name: "cluster-admin-commands"}
+	})).To(Succeed(), "kubeskills-policy-user does not allow every policy of the namespace")
+}
+
+// TestRoles_PolicyUseGoesOnlyWhereItGivesNothingNew: kubeskills-policy-user
+// is aggregated into `edit`, because `edit` already reads every Secret of a
+// namespace and may impersonate every ServiceAccount there, all that
+// naming a policy hands over; and kubeskills-editor, which bound on its own
+// grants neither, does not hold use on CommandPolicies.
+func TestRoles_PolicyUseGoesOnlyWhereItGivesNothingNew(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	user := &rbacv1.ClusterRole{}
+	g.Expect(admin.Get(ctx, client.ObjectKey{Name: "kubeskills-policy-user"}, user)).To(Succeed())
+	g.Expect(user.Labels).To(HaveKeyWithValue("rbac.authorization.k8s.io/aggregate-to-edit", "true"))
+
+	edit := &rbacv1.ClusterRole{}
+	g.Expect(admin.Get(ctx, client.ObjectKey{Name: "system:aggregate-to-edit"}, edit)).To(Succeed())
+	g.Expect(grants(edit.Rules, "", "serviceaccounts", "impersonate")).To(BeTrue(), "edit no longer impersonates ServiceAccounts")
+	g.Expect(grants(edit.Rules, "", "secrets", "get")).To(BeTrue(), "edit no longer reads Secrets")
+
+	editor := &rbacv1.ClusterRole{}
+	g.Expect(admin.Get(ctx, client.ObjectKey{Name: "kubeskills-editor"}, editor)).To(Succeed())
+	g.Expect(grants(editor.Rules, skillsv1.GroupVersion.Group, "commandpolicies", "use")).To(BeFalse())
+}
+
+// grants tells whether a rule grants verb on every object of resource in
+// group.
+func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
+		if len(r.ResourceNames) == 0 && slices.Contains(r.APIGroups, group) &&
+			slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAdmission_PolicySecretsNeedGet: a CommandPolicy's
+// spec.sandbox.envFromSecrets puts Secrets in its commands' environment,
+// where a command that prints it reads them, so its writer needs get on
+// each; every write of a policy that names Secrets is checked, since its
+// rules decide what runs with them.
+func TestAdmission_PolicySecretsNeedGet(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := policyAuthorSetup(t, "dave")
+	role(t, ns, "dave-secrets", "dave", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"dave-env"}, Verbs: []string{"get"},
+	})
+	dave := as(t, "dave")
+	withSecrets := func(name string, secrets ...string) *skillsv1.CommandPolicy {
+		p := identityPolicy(ns, name, "")
+		p.Spec.Sandbox = &skillsv1.Sandbox{}
+		for _, s := range secrets {
+			p.Spec.Sandbox.EnvFromSecrets = append(p.Spec.Sandbox.EnvFromSecrets, skillsv1.SecretEnv{SecretName: s})
+		}
+		return p
+	}
+
+	refused(t, dave, withSecrets("leaky", "dave-env", "db-password", "registry-token"),
+		"spec.sandbox.envFromSecrets names Secrets db-password, registry-token, which dave may not get in namespace "+ns,
+		"Ask for get on secrets/db-password, secrets/registry-token")
+	g.Expect(dave.Create(ctx, withSecrets("own", "dave-env"))).To(Succeed())
+
+	// A policy an admin wrote with a Secret dave may not read: dave may not
+	// change what runs with it.
+	g.Expect(admin.Create(ctx, withSecrets("admins", "db-password"))).To(Succeed())
+	g.Expect(update(dave, withSecrets("admins"), func(p *skillsv1.CommandPolicy) {
+		p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "env", Action: skillsv1.ActionAlways})
+	})).To(MatchError(ContainSubstring("spec.sandbox.envFromSecrets names Secret db-password, which dave may not get")))
+}
+
+// TestFinding_RunCreatedWithOwnerReferenceRefused: an owner reference on a
+// new run lets the garbage collector delete the record of the command, and
+// its Job, with the owner. Only the operator sets one: an agent (even one
+// granted delete on runs, which OwnerReferencesPermissionEnforcement asks
+// for) and a person with kubeskills-runner are refused, with a message that
+// names the field.
+func TestFinding_RunCreatedWithOwnerReferenceRefused(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	policyAndAgent(t, ns, "ops")
+	owner := &skillsv1.Agent{}
+	g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ops"}, owner)).To(Succeed())
+	deleteRuns := rbacv1.PolicyRule{APIGroups: []string{"kubeskills.io"}, Resources: []string{"commandruns"}, Verbs: []string{"delete"}}
+	role(t, ns, "delete-runs", agentUser(ns, "ops"), deleteRuns)
+	bind(t, ns, "Role", "delete-runs", "rita")
+	bind(t, ns, "ClusterRole", "kubeskills-runner", "rita")
+
+	for i, who := range []struct {
+		user string
+		c    client.Client
+	}{{agentUser(ns, "ops"), asAgent(t, ns, "ops")}, {"rita", as(t, "rita")}} {
+		run := newRun(ns, "owned", "ops", "echo hi", who.user)
+		run.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: skillsv1.GroupVersion.String(), Kind: "Agent", Name: owner.Name, UID: owner.UID,
+		}}
+		refused(t, who.c, run,
+			who.user+" may not create CommandRun owned with metadata.ownerReferences: an owner reference lets the garbage collector delete",
+			"Create the run without metadata.ownerReferences")
+		g.Expect(who.c.Create(ctx, newRun(ns, fmt.Sprintf("plain-%d", i), "ops", "echo hi", who.user))).To(Succeed(),
+			"a run without owner references is refused")
+	}
+}
+
+// TestFinding_RunCreatedWithFinalizerRefused: a finalizer on a new run
+// keeps it past its policy's history, so etcd grows without bound. Only
+// the operator sets one: an agent is refused, with a message that names
+// the field, and both fields at once are named together.
+func TestFinding_RunCreatedWithFinalizerRefused(t *testing.T) {
+	ns := env.Namespace(t)
+	policyAndAgent(t, ns, "ops")
+	ops := asAgent(t, ns, "ops")
+	user := agentUser(ns, "ops")
+
+	run := newRun(ns, "kept", "ops", "echo hi", user)
+	run.Finalizers = []string{"example.com/keep-forever"}
+	refused(t, ops, run,
+		user+" may not create CommandRun kept with metadata.finalizers: ",
+		"a finalizer keeps it past its history",
+		"Create the run without metadata.finalizers")
+
+	role(t, ns, "delete-runs", user, rbacv1.PolicyRule{APIGroups: []string{"kubeskills.io"}, Resources: []string{"commandruns"}, Verbs: []string{"delete"}})
+	owner := &skillsv1.Agent{}
+	NewWithT(t).Expect(admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "ops"}, owner)).To(Succeed())
+	run.OwnerReferences = []metav1.OwnerReference{{APIVersion: skillsv1.GroupVersion.String(), Kind: "Agent", Name: owner.Name, UID: owner.UID}}
+	refused(t, ops, run,
+		"with metadata.ownerReferences or metadata.finalizers",
+		"Create the run without metadata.ownerReferences and metadata.finalizers")
+}
