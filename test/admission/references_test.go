@@ -46,7 +46,8 @@ func TestFinding_AgentCannotBorrowAPolicy(t *testing.T) {
 		"spec.policyRef names CommandPolicy cluster-admin-commands, which carol may not use")), "a grant on another policy allowed this one")
 	own := authoredAgent(ns, "carol-agent")
 	own.Spec.PolicyRef = &skillsv1.LocalRef{Name: "team"}
-	g.Expect(carol.Create(ctx, own)).To(Succeed())
+	// The API server's RBAC cache learns of a new binding a moment later.
+	g.Eventually(func() error { return carol.Create(ctx, own) }, timeout, interval).Should(Succeed())
 
 	// Pointing it elsewhere later is refused; other edits are not checked.
 	g.Expect(update(carol, own, func(a *skillsv1.Agent) {
@@ -60,9 +61,11 @@ func TestFinding_AgentCannotBorrowAPolicy(t *testing.T) {
 	g.Expect(update(carol, own, func(a *skillsv1.Agent) { a.Spec.PolicyRef = nil })).To(Succeed())
 
 	bind(t, ns, "ClusterRole", "kubeskills-policy-user", "carol")
-	g.Expect(update(carol, own, func(a *skillsv1.Agent) {
-		a.Spec.PolicyRef = &skillsv1.LocalRef{Name: "cluster-admin-commands"}
-	})).To(Succeed(), "kubeskills-policy-user does not allow every policy of the namespace")
+	g.Eventually(func() error {
+		return update(carol, own, func(a *skillsv1.Agent) {
+			a.Spec.PolicyRef = &skillsv1.LocalRef{Name: "cluster-admin-commands"}
+		})
+	}, timeout, interval).Should(Succeed(), "kubeskills-policy-user does not allow every policy of the namespace")
 }
 
 // TestRoles_PolicyUseGoesOnlyWhereItGivesNothingNew: kubeskills-policy-user
