@@ -38,7 +38,15 @@ type execView struct {
 	Files []string
 	// Script is the script started through its #! line, or "".
 	Script string
+	// InProcess is set when Script is run by a shell that runs its
+	// commands without an exec of their own (a busybox shell applet), so
+	// the supervision would never see them.
+	InProcess bool
 }
+
+// inProcessShells are the shell applets of multi-call binaries: they run
+// the binary's other applets in-process.
+var inProcessShells = map[string]bool{"sh": true, "ash": true, "bash": true, "hush": true}
 
 // multiCall are programs that run the applet their argv[0] names, or,
 // called by their own name, the applet their first argument names: the
@@ -64,7 +72,9 @@ func (p program) view(readHead func(string) []byte, resolve func(string) string,
 		if filepath.IsAbs(script) && slices.Contains(pathDirs, filepath.Dir(script)) {
 			name = filepath.Base(script)
 		}
-		v := execView{Called: append([]string{name}, rest...), Files: []string{p.Exe, abs}, Script: abs}
+		applet, _ := p.applet()
+		v := execView{Called: append([]string{name}, rest...), Files: []string{p.Exe, abs}, Script: abs,
+			InProcess: multiCall[filepath.Base(p.Exe)] && inProcessShells[applet]}
 		if real := filepath.Base(resolve(abs)); real != filepath.Base(name) {
 			v.Real = append([]string{real}, rest...)
 		}
@@ -72,15 +82,26 @@ func (p program) view(readHead func(string) []byte, resolve func(string) string,
 	}
 	v := execView{Called: p.Argv, Files: []string{p.Exe}}
 	real := filepath.Base(p.Exe)
-	switch {
-	case multiCall[real] && filepath.Base(p.Argv[0]) == real && len(p.Argv) > 1:
-		// busybox APPLET ..., coreutils --coreutils-prog=APPLET ...
-		applet, _ := strings.CutPrefix(p.Argv[1], "--coreutils-prog=")
+	switch applet, named := p.applet(); {
+	case multiCall[real] && named:
 		v.Real = append([]string{applet}, p.Argv[2:]...)
 	case !multiCall[real] && real != filepath.Base(p.Argv[0]):
 		v.Real = append([]string{real}, p.Argv[1:]...)
 	}
 	return v
+}
+
+// applet returns the applet a multi-call binary runs: the base name of
+// argv[0], or, when the binary is called by its own name, the applet its
+// first argument names (busybox APPLET ..., coreutils
+// --coreutils-prog=APPLET ...), with named set.
+func (p program) applet() (string, bool) {
+	name := filepath.Base(p.Argv[0])
+	if name != filepath.Base(p.Exe) || len(p.Argv) < 2 {
+		return name, false
+	}
+	applet, _ := strings.CutPrefix(p.Argv[1], "--coreutils-prog=")
+	return applet, true
 }
 
 // abs returns path made absolute against the program's working directory.
@@ -143,30 +164,27 @@ type execDecision struct {
 	trusted bool
 }
 
-// inProcess are the shells that run their applets without an exec of
-// their own, so the supervision never sees what a script they run runs.
-var inProcess = map[string]bool{"busybox": true, "toybox": true}
-
 // judgeExec judges a program at its exec under the name it was called by
 // and under the file that really runs; the strictest answer wins. A
-// script that a shell of inProcess runs is also judged by its text, as
-// the judge reads a line: readScript returns it.
-func (e *Enforcer) judgeExec(v execView, exe string, readScript func(string) (string, error)) execDecision {
+// script that a shell runs in-process (InProcess) is also judged by its
+// text, as the judge reads a line, unless the rule that allowed it trusts
+// its children: readScript returns the text.
+func (e *Enforcer) judgeExec(v execView, readScript func(string) (string, error)) execDecision {
 	d := e.m.DecideArgs(v.Called, e.tools)
-	if v.Script != "" && inProcess[filepath.Base(exe)] {
+	trusted := e.trustsAll(d)
+	if v.Real != nil {
+		r := e.m.DecideArgs(v.Real, e.tools)
+		trusted = trusted && e.trustsAll(r)
+		if r.Action.Stricter(d.Action) {
+			d = r
+		}
+	}
+	if v.InProcess && !trusted {
 		text, err := readScript(v.Script)
 		r := policy.Decision{Action: policy.Ask, RuleIndex: -1, Reason: "the script " + v.Script + " cannot be read: " + errText(err)}
 		if err == nil {
 			r = e.m.DecideFor(text, e.tools)
 		}
-		if r.Action.Stricter(d.Action) {
-			d = r
-		}
-	}
-	trusted := e.trustsAll(d)
-	if v.Real != nil {
-		r := e.m.DecideArgs(v.Real, e.tools)
-		trusted = trusted && e.trustsAll(r)
 		if r.Action.Stricter(d.Action) {
 			d = r
 		}

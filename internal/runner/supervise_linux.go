@@ -233,7 +233,7 @@ func (s *supervisor) exec(pid int, t *tracee) bool {
 		}
 	}
 	if !t.trusted {
-		d := s.e.judgeExec(view, prog.Exe, readScript)
+		d := s.e.judgeExec(view, readScript)
 		if err := s.e.refuse(argvText(view.Called), d.Decision); err != nil {
 			r := err.(*Refusal)
 			r.Program, r.StartedBy = prog.Exe, t.name

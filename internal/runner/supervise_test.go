@@ -173,4 +173,14 @@ func TestSupervision_BusyboxScriptIsJudgedByItsText(t *testing.T) {
 	if !strings.Contains(res.Error, `"touch p" matched rules[3]`) {
 		t.Errorf("not judged by its text: %q", res.Error)
 	}
+
+	// A rule that trusts the script's children lets its text go unread.
+	snap.Rules[0].Children, snap.Rules[1].Children = ChildrenTrusted, ChildrenTrusted
+	res, dir = supervised(t, snap, script, bin)
+	if res.ExitCode != 0 || res.Stdout != "start\n" {
+		t.Fatalf("a trusted script did not run: exit %d, %q", res.ExitCode, res.Error)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p")); err != nil {
+		t.Errorf("the trusted script's touch did not run: %v", err)
+	}
 }
