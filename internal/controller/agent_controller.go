@@ -177,7 +177,7 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) (tim
 	}
 	deploy := agentDeployment(agentParams{agent: a, image: r.Image, catalog: cat, tokenSecret: token})
 	for _, obj := range []client.Object{agentServiceAccount(a), agentRole(a), agentRoleBinding(a), agentService(a), agentNetworkPolicy(a)} {
-		if err := apply(ctx, r.Client, obj); err != nil {
+		if err := applyTakingOver(ctx, r.Client, r.APIReader, r.Recorder, a, obj); err != nil {
 			return 0, err
 		}
 	}
@@ -185,7 +185,12 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) (tim
 	// would change it: when it differs from what was last applied, or
 	// someone changed it since, or it is not there.
 	current := &appsv1.Deployment{}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(deploy), current); client.IgnoreNotFound(err) != nil {
+	switch err := r.Get(ctx, client.ObjectKeyFromObject(deploy), current); {
+	case err == nil:
+		if err := takeOver(ctx, r.Client, r.APIReader, r.Recorder, a, current); err != nil {
+			return 0, err
+		}
+	case !apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
 	}
 	applied, err := r.deployments.apply(ctx, r.Client, deploy, current.ResourceVersion)
@@ -283,10 +288,15 @@ func (r *AgentReconciler) writeCatalog(ctx context.Context, a *skillsv1.Agent, c
 	revision := cat.Revision()
 	for i := len(shards) - 1; i >= 0; i-- {
 		key := types.NamespacedName{Namespace: a.Namespace, Name: catalogShardName(a.Name, i)}
-		if intact, err := r.catalogs.intact(ctx, r.Client, key, revision); err != nil {
+		intact, current, err := r.catalogs.intact(ctx, r.Client, key, revision, a.UID)
+		if err != nil {
 			return "", err
 		} else if intact {
 			continue
+		}
+		if err := takeOver(ctx, r.Client, r.APIReader, r.Recorder, a, current); err != nil {
+			r.catalogs.forget(key)
+			return "", err
 		}
 		u, err := applyContent(r.Client, catalogConfigMap(a, i, shards[i], revision))
 		if err == nil {

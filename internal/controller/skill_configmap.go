@@ -128,25 +128,31 @@ type servedConfigMap struct {
 }
 
 // intact tells whether a ConfigMap, as the metadata cache holds it, still
-// serves hash exactly as the operator wrote it.
-func (s *servedConfigMaps) intact(ctx context.Context, c client.Reader, key types.NamespacedName, hash string) (bool, error) {
+// serves hash exactly as the operator wrote it, for the owner of UID owner.
+// When it does not, current is the ConfigMap's metadata, nil when there is
+// none.
+func (s *servedConfigMaps) intact(ctx context.Context, c client.Reader, key types.NamespacedName, hash string, owner types.UID) (ok bool, current client.Object, err error) {
 	cm := configMapMetadata()
 	if err := c.Get(ctx, key, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return false, nil, nil
 		}
-		return false, fmt.Errorf("failed to get ConfigMap %s: %w", key, err)
+		return false, nil, fmt.Errorf("failed to get ConfigMap %s: %w", key, err)
 	}
-	return cm.Annotations[skillsv1.AnnotationContentHash] == hash && s.wroteAt(key, hash, cm.ResourceVersion), nil
+	if cm.Annotations[skillsv1.AnnotationContentHash] == hash && s.wroteAt(key, hash, cm.ResourceVersion) && controllerUID(cm) == owner {
+		return true, nil, nil
+	}
+	return false, cm, nil
 }
 
 // serving tells whether a ConfigMap still serves want, whose content hash
 // is hash. The metadata cache answers when the ConfigMap is missing, serves
-// another hash or is at the resourceVersion the operator wrote; otherwise
-// the ConfigMap is read from the API server (the cache holds no data) and
-// compared with want, and remembered when it serves it. When it does not,
-// current is the ConfigMap as last seen, nil when there is none.
-func (s *servedConfigMaps) serving(ctx context.Context, cache, api client.Reader, key types.NamespacedName, hash string, want *corev1.ConfigMap) (ok bool, current metav1.Object, err error) {
+// another hash or is at the resourceVersion the operator wrote for want's
+// controller; otherwise the ConfigMap is read from the API server (the
+// cache holds no data) and compared with want, and remembered when it
+// serves it. When it does not, current is the ConfigMap as last seen, nil
+// when there is none.
+func (s *servedConfigMaps) serving(ctx context.Context, cache, api client.Reader, key types.NamespacedName, hash string, want *corev1.ConfigMap) (ok bool, current client.Object, err error) {
 	meta := configMapMetadata()
 	if err := cache.Get(ctx, key, meta); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -157,7 +163,7 @@ func (s *servedConfigMaps) serving(ctx context.Context, cache, api client.Reader
 	if meta.Annotations[skillsv1.AnnotationContentHash] != hash {
 		return false, meta, nil
 	}
-	if s.wroteAt(key, hash, meta.ResourceVersion) {
+	if s.wroteAt(key, hash, meta.ResourceVersion) && controllerUID(meta) == controllerUID(want) {
 		return true, nil, nil
 	}
 	cm := &corev1.ConfigMap{}
@@ -196,6 +202,14 @@ func serves(cm, want *corev1.ConfigMap) bool {
 	}
 	return maps.Equal(cm.Data, want.Data) &&
 		maps.EqualFunc(cm.BinaryData, want.BinaryData, bytes.Equal)
+}
+
+// controllerUID is the UID of obj's controller, "" when it has none.
+func controllerUID(obj metav1.Object) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return ref.UID
+	}
+	return ""
 }
 
 // wroteAt tells whether the operator wrote hash to a ConfigMap and it is

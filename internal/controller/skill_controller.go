@@ -200,7 +200,7 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 		} else if ok {
 			continue
 		}
-		if err := r.writeConfigMap(ctx, cm, current); err != nil {
+		if err := r.writeConfigMap(ctx, obj, cm, current); err != nil {
 			r.served.forget(key)
 			return nil, fmt.Errorf("failed to write ConfigMap %s/%s: %w", obj.Namespace, names[i], err)
 		}
@@ -210,13 +210,14 @@ func (r *SkillReconciler) applyShards(ctx context.Context, obj *skillsv1.Skill, 
 	return names, r.deleteStaleShards(ctx, obj, names)
 }
 
-// writeConfigMap creates a shard's ConfigMap, or updates current to it.
+// writeConfigMap creates a shard's ConfigMap, or updates current to it,
+// first taking current over when an earlier Skill of obj's name left it.
 // Create and update rather than server-side apply: the operator knows the
 // whole object, and the API server decodes a create or an update of a
 // ConfigMap (protobuf) for much less than an apply (YAML, then the merge of
 // field ownership). An update carries current's resourceVersion: a change
 // made since fails it, and the next pass starts again from that change.
-func (r *SkillReconciler) writeConfigMap(ctx context.Context, cm *corev1.ConfigMap, current metav1.Object) error {
+func (r *SkillReconciler) writeConfigMap(ctx context.Context, obj *skillsv1.Skill, cm *corev1.ConfigMap, current client.Object) error {
 	if current == nil {
 		err := r.Create(ctx, cm, FieldOwner)
 		if !apierrors.IsAlreadyExists(err) {
@@ -229,6 +230,9 @@ func (r *SkillReconciler) writeConfigMap(ctx context.Context, cm *corev1.ConfigM
 			return err
 		}
 		current = live
+	}
+	if err := takeOver(ctx, r.Client, r.APIReader, r.Recorder, obj, current); err != nil {
+		return err
 	}
 	updated := onto(cm, current)
 	if err := r.Update(ctx, updated, FieldOwner); err != nil {
