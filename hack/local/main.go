@@ -145,7 +145,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	if o.smoke {
-		return smoke(ctx, kubectl, agent, skills, out)
+		return smoke(ctx, kubectl, agent, skills, manifest, out)
 	}
 	bin := filepath.Join(testenv.RepoRoot(), "bin")
 	fmt.Fprintf(out, `
@@ -186,10 +186,22 @@ Press Ctrl-C to stop.
 }
 
 // smoke checks what a newcomer sees: every kind is served, the samples are
-// Ready, the agent serves every sample skill behind its token, on /v1 and
-// to an MCP client at the MCP URL it prints, and a chat is answered.
-func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, agent *localAgent, skills []string, out io.Writer) error {
+// Ready, a sample skill deleted and applied again from the same manifest is
+// Ready again, the agent serves every sample skill behind its token, on /v1
+// and to an MCP client at the MCP URL it prints, and a chat is answered.
+func smoke(ctx context.Context, kubectl func(context.Context, ...string) error, agent *localAgent, skills []string, manifest string, out io.Writer) error {
 	if err := kubectl(ctx, "wait", "--for=condition=Ready", "--timeout=60s", "skills", "--all"); err != nil {
+		return err
+	}
+	// No garbage collector runs here: the deleted Skill's ConfigMap stays,
+	// and the Skill made again must take it over.
+	if err := kubectl(ctx, "delete", "skill", "cluster-health", "--wait"); err != nil {
+		return err
+	}
+	if err := kubectl(ctx, "apply", "--server-side", "-f", manifest); err != nil {
+		return err
+	}
+	if err := kubectl(ctx, "wait", "--for=condition=Ready", "--timeout=30s", "skill/cluster-health"); err != nil {
 		return err
 	}
 	if err := kubectl(ctx, "get", "skills,agents,commandpolicies,commandruns"); err != nil {

@@ -17,8 +17,10 @@ import (
 )
 
 // TestSmoke runs the local demo as `make run-local` does, in its smoke mode:
-// the control plane starts, the samples apply and become Ready, kubectl
-// lists every kind (it fails on a kind the API server does not serve), and
+// the control plane starts, the samples apply and become Ready, a sample
+// skill deleted and applied again becomes Ready again (no garbage collector
+// runs here, as in make run-local), kubectl lists every kind (it fails on a
+// kind the API server does not serve), and
 // the sample agent, the real agent binary, serves the sample skill folders
 // that `make demo` serves, prints its OpenAI-compatible and MCP URLs and its
 // token, serves the folders' bytes to an MCP client there, and answers a
@@ -58,6 +60,7 @@ func TestSmoke(t *testing.T) {
 	}
 	for _, want := range []string{
 		"skill.kubeskills.io/cluster-health condition met",
+		`skill.kubeskills.io "cluster-health" deleted`,
 		"skill.kubeskills.io/pvc-resize condition met",
 		"commandpolicy.kubeskills.io/read-only",
 		"agent.kubeskills.io/ops",
