@@ -102,41 +102,6 @@ func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
 	return false
 }
 
-// TestAdmission_PolicySecretsNeedGet: a CommandPolicy's
-// spec.sandbox.envFromSecrets puts Secrets in its commands' environment,
-// where a command that prints it reads them, so its writer needs get on
-// each; every write of a policy that names Secrets is checked, since its
-// rules decide what runs with them.
-func TestAdmission_PolicySecretsNeedGet(t *testing.T) {
-	g := NewWithT(t)
-	ctx := context.Background()
-	ns := policyAuthorSetup(t, "dave")
-	role(t, ns, "dave-secrets", "dave", rbacv1.PolicyRule{
-		APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"dave-env"}, Verbs: []string{"get"},
-	})
-	dave := as(t, "dave")
-	withSecrets := func(name string, secrets ...string) *skillsv1.CommandPolicy {
-		p := identityPolicy(ns, name, "")
-		p.Spec.Sandbox = &skillsv1.Sandbox{}
-		for _, s := range secrets {
-			p.Spec.Sandbox.EnvFromSecrets = append(p.Spec.Sandbox.EnvFromSecrets, skillsv1.SecretEnv{SecretName: s})
-		}
-		return p
-	}
-
-	refused(t, dave, withSecrets("leaky", "dave-env", "db-password", "registry-token"),
-		"spec.sandbox.envFromSecrets names Secrets db-password, registry-token, which dave may not get in namespace "+ns,
-		"Ask for get on secrets/db-password, secrets/registry-token")
-	g.Expect(dave.Create(ctx, withSecrets("own", "dave-env"))).To(Succeed())
-
-	// A policy an admin wrote with a Secret dave may not read: dave may not
-	// change what runs with it.
-	g.Expect(admin.Create(ctx, withSecrets("admins", "db-password"))).To(Succeed())
-	g.Expect(update(dave, withSecrets("admins"), func(p *skillsv1.CommandPolicy) {
-		p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "env", Action: skillsv1.ActionAlways})
-	})).To(MatchError(ContainSubstring("spec.sandbox.envFromSecrets names Secret db-password, which dave may not get")))
-}
-
 // TestFinding_RunCreatedWithOwnerReferenceRefused: an owner reference on a
 // new run lets the garbage collector delete the record of the command, and
 // its Job, with the owner. Only the operator sets one: an agent (even one
