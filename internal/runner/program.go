@@ -24,7 +24,7 @@ type program struct {
 
 // execView is how a program is judged: the words it is judged as, under
 // the name it was called by and under the file that really runs, and the
-// files it runs from, each of which must be one the sandbox lets run.
+// script it runs, if any.
 type execView struct {
 	// Called is the argv as the caller asked for it; a script started
 	// through its #! line is its path and its arguments.
@@ -33,9 +33,6 @@ type execView struct {
 	// file that really runs, or nil when that name is the called one or
 	// the file is a multi-call binary that picks its applet by argv[0].
 	Real []string
-	// Files are the executable files the program runs from: the binary,
-	// and the script when there is one.
-	Files []string
 	// Script is the script started through its #! line, or "".
 	Script string
 	// InProcess is set when Script is run by a shell that runs its
@@ -64,7 +61,7 @@ const maxShebang = 256
 // base name, which is how it is judged.
 func (p program) view(readHead func(string) []byte, resolve func(string) string, pathDirs []string) execView {
 	if len(p.Argv) == 0 {
-		return execView{Called: []string{p.Exe}, Files: []string{p.Exe}}
+		return execView{Called: []string{p.Exe}}
 	}
 	if script, rest, ok := p.script(readHead); ok {
 		abs := p.abs(script)
@@ -73,14 +70,14 @@ func (p program) view(readHead func(string) []byte, resolve func(string) string,
 			name = filepath.Base(script)
 		}
 		applet, _ := p.applet()
-		v := execView{Called: append([]string{name}, rest...), Files: []string{p.Exe, abs}, Script: abs,
+		v := execView{Called: append([]string{name}, rest...), Script: abs,
 			InProcess: multiCall[filepath.Base(p.Exe)] && inProcessShells[applet]}
 		if real := filepath.Base(resolve(abs)); real != filepath.Base(name) {
 			v.Real = append([]string{real}, rest...)
 		}
 		return v
 	}
-	v := execView{Called: p.Argv, Files: []string{p.Exe}}
+	v := execView{Called: p.Argv}
 	real := filepath.Base(p.Exe)
 	switch applet, named := p.applet(); {
 	case multiCall[real] && named:

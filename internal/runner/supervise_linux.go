@@ -226,11 +226,15 @@ func (s *supervisor) exec(pid int, t *tracee) bool {
 		return false
 	}
 	view := prog.view(readHead, resolvePath, s.pathDirs)
-	for _, f := range view.Files {
-		if err := s.runnable(f); err != nil {
-			s.refuse(&Refusal{What: argvText(view.Called), Reason: err.Error(), Program: f, StartedBy: t.name})
-			return false
-		}
+	// The binary is checked through /proc/PID/exe, the file that is
+	// mapped; a script is read again by its interpreter, by its path.
+	err = s.runnable(prog.Exe, "/proc/"+strconv.Itoa(pid)+"/exe")
+	if err == nil && view.Script != "" {
+		err = s.runnableScript(view.Script)
+	}
+	if err != nil {
+		s.refuse(&Refusal{What: argvText(view.Called), Reason: err.Error(), Program: prog.Exe, StartedBy: t.name})
+		return false
 	}
 	if !t.trusted {
 		d := s.e.judgeExec(view, readScript)
@@ -246,31 +250,66 @@ func (s *supervisor) exec(pid int, t *tracee) bool {
 	return true
 }
 
-// runnable returns an error unless path is a file the sandbox lets run:
+// runnable returns an error unless the file is one the sandbox lets run:
 // on a read-only file system (the image, the skill's files) or in one of
 // the ExecDirs, and in any case not created or changed since the run
-// started, so a file the command wrote never runs.
-func (s *supervisor) runnable(path string) error {
+// started, so a file the command wrote never runs. name is the file's
+// path, file what to look at (it may be /proc/PID/exe).
+func (s *supervisor) runnable(name, file string) error {
 	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return fmt.Errorf("the runner cannot check the file %s: %v", path, err)
+	if err := unix.Stat(file, &st); err != nil {
+		return fmt.Errorf("the runner cannot check the file %s: %v", name, err)
 	}
 	if st.Ctim.Sec > s.started.Sec || st.Ctim.Sec == s.started.Sec && st.Ctim.Nsec >= s.started.Nsec {
-		return fmt.Errorf("%s was created or changed during the run, and a file the command wrote never runs", path)
+		return fmt.Errorf("%s was created or changed during the run, and a file the command wrote never runs", name)
 	}
-	var fs unix.Statfs_t
-	if err := unix.Statfs(path, &fs); err != nil {
-		return fmt.Errorf("the runner cannot check the file system of %s: %v", path, err)
+	fixed, err := s.fixed(name, file)
+	if err != nil {
+		return err
 	}
-	if fs.Flags&unix.ST_RDONLY != 0 {
-		return nil
+	if !fixed {
+		return fmt.Errorf("%s is on a writable file system, and programs run only from the read-only image and skill files", name)
 	}
-	for _, d := range s.execDirs {
-		if rel, err := filepath.Rel(d, path); err == nil && filepath.IsLocal(rel) {
-			return nil
+	return nil
+}
+
+// runnableScript is runnable for a script, which its interpreter opens
+// again by its path after this check: every symlink on that path must
+// be one the command cannot change, so the path still names this file.
+func (s *supervisor) runnableScript(path string) error {
+	for p := path; p != "/" && p != "."; p = filepath.Dir(p) {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return fmt.Errorf("the runner cannot check %s: %v", p, err)
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			continue
+		}
+		if fixed, err := s.fixed(filepath.Dir(p), filepath.Dir(p)); err != nil || !fixed {
+			return fmt.Errorf("%s is reached through the link %s in a writable folder, which could point elsewhere by the time it is read", path, p)
 		}
 	}
-	return fmt.Errorf("%s is on a writable file system, and programs run only from the read-only image and skill files", path)
+	return s.runnable(path, path)
+}
+
+// fixed reports whether the command cannot change what file names: it is
+// on a read-only file system or, symlinks resolved, in one of the
+// ExecDirs.
+func (s *supervisor) fixed(name, file string) (bool, error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(file, &fs); err != nil {
+		return false, fmt.Errorf("the runner cannot check the file system of %s: %v", name, err)
+	}
+	if fs.Flags&unix.ST_RDONLY != 0 {
+		return true, nil
+	}
+	real := resolvePath(name)
+	for _, d := range s.execDirs {
+		if rel, err := filepath.Rel(d, real); err == nil && filepath.IsLocal(rel) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // refuse records the first refusal and kills every traced process, so

@@ -184,3 +184,27 @@ func TestSupervision_BusyboxScriptIsJudgedByItsText(t *testing.T) {
 		t.Errorf("the trusted script's touch did not run: %v", err)
 	}
 }
+
+// A script's interpreter opens it again by its path: a path through a
+// link the command could change might name another file by then.
+func TestSupervision_ScriptThroughAWritableLinkDoesNotRun(t *testing.T) {
+	bin, links := t.TempDir(), t.TempDir()
+	script := filepath.Join(bin, "snap.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho ran\n"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bin, filepath.Join(links, "scripts")); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, script)
+	settled(t, links)
+	linked := filepath.Join(links, "scripts", "snap.sh")
+	snap := PolicySnapshot{DefaultAction: policy.Always}
+	res, _ := supervised(t, snap, linked, bin)
+	if res.ExitCode != ExitCannotExecute || !strings.Contains(res.Error, "reached through the link") {
+		t.Fatalf("a script behind a writable link ran: exit %d, %q, stdout %q", res.ExitCode, res.Error, res.Stdout)
+	}
+	if res, _ := supervised(t, snap, script, bin); res.ExitCode != 0 || res.Stdout != "ran\n" {
+		t.Fatalf("the script by its own path did not run: exit %d, %q", res.ExitCode, res.Error)
+	}
+}
