@@ -30,8 +30,9 @@ type execView struct {
 	// through its #! line is its path and its arguments.
 	Called []string
 	// Real is the argv with its name replaced by the base name of the
-	// file that really runs, or nil when that name is the called one or
-	// the file is a multi-call binary that picks its applet by argv[0].
+	// file that really runs, or, for a multi-call binary called by its
+	// own name, by the applet it runs; nil when that is the called name,
+	// or when a multi-call binary runs the applet argv[0] names.
 	Real []string
 	// Script is the script started through its #! line, or "".
 	Script string
