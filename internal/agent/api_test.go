@@ -57,8 +57,9 @@ type apiErrorBody struct {
 	} `json:"error"`
 }
 
-// post sends a chat body and returns the answer, its headers included.
-func (f *fixture) post(t *testing.T, path string, body any) (*http.Response, []byte) {
+// post sends a chat body, with header's name and value pairs, and returns
+// the answer, its headers included.
+func (f *fixture) post(t *testing.T, path string, body any, header ...string) (*http.Response, []byte) {
 	t.Helper()
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -69,6 +70,9 @@ func (f *fixture) post(t *testing.T, path string, body any) (*http.Response, []b
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+f.token)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -195,10 +199,11 @@ func TestAPI_ModelFailureIsNotRetried_NoDuplicateRuns(t *testing.T) {
 	g.Expect(runs(g, f.ns)).To(HaveLen(1), "one CommandRun, not one per retry")
 }
 
-// TestAPI_RetriedChatDoesNotFileASecondRun: a client that sends the same
-// chat again after a failure gets the CommandRun the first attempt filed,
-// followed, not a second one; a different conversation asking for the
-// same command files its own run.
+// TestAPI_RetriedChatDoesNotFileASecondRun: a client that retries a chat
+// after a failure, as the official OpenAI clients do
+// (X-Stainless-Retry-Count above 0), gets the CommandRun the first attempt
+// filed, followed, not a second one; a different conversation asking for
+// the same command files its own run.
 func TestAPI_RetriedChatDoesNotFileASecondRun(t *testing.T) {
 	g := NewWithT(t)
 	wipe := modeltest.Tools(modeltest.Call("run_command", map[string]string{"command": "rm -rf /data"}))
@@ -207,12 +212,14 @@ func TestAPI_RetriedChatDoesNotFileASecondRun(t *testing.T) {
 		wipe, answerWithOutput(),
 		wipe, answerWithOutput())
 
-	res, body := f.post(t, "/v1/chat/completions", chatBody("ops", "wipe the data"))
+	res, body := f.post(t, "/v1/chat/completions", chatBody("ops", "wipe the data"), "X-Stainless-Retry-Count", "0")
 	g.Expect(res.StatusCode).To(Equal(http.StatusBadGateway), string(body))
 	first := runs(g, f.ns)
 	g.Expect(first).To(HaveLen(1))
 
-	g.Expect(f.chat(t, "wipe the data")).To(HavePrefix("Output: denied:"))
+	res, body = f.post(t, "/v1/chat/completions", chatBody("ops", "wipe the data"), "X-Stainless-Retry-Count", "1")
+	g.Expect(res.StatusCode).To(Equal(http.StatusOK), string(body))
+	g.Expect(string(body)).To(ContainSubstring("Output: denied:"))
 	g.Expect(runs(g, f.ns)).To(HaveLen(1), "the retry follows the first attempt's run")
 	g.Expect(toolResult(t, f.model.Requests()[3].LastToolResult())).To(HaveKeyWithValue("run", first[0].Name))
 
@@ -403,15 +410,16 @@ func TestAPI_EveryAnswerHasARequestID(t *testing.T) {
 }
 
 // TestAPI_RetryNeverFollowsAnotherIdentitysRun: a CommandRun that someone
-// else filed under the name a chat's command would take, even with the
-// same command and request key, is not followed: the chat files its own
-// run, as its own identity, and reports that one.
+// else filed under the name a retried chat's command would take, even with
+// the same command and request key, is not followed: the chat files its
+// own run, as its own identity, and reports that one.
 func TestAPI_RetryNeverFollowsAnotherIdentitysRun(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	f, _ := commandFixture(t, nil, nil,
 		modeltest.Tools(modeltest.Call("run_command", map[string]string{"command": "rm -rf /data"})), answerWithOutput())
-	key := agent.RequestKey([]agent.Message{{Role: "user", Content: "wipe the data"}}, 1, "rm -rf /data", "")
+	header := http.Header{"Authorization": {"Bearer " + f.token}, "Idempotency-Key": {"k1"}}
+	key := agent.RequestKey(header, []agent.Message{{Role: "user", Content: "wipe the data"}}, 1, "rm -rf /data", "")
 	admin, err := agent.WhoAmI(ctx, k8s)
 	g.Expect(err).NotTo(HaveOccurred())
 	squatter := &skillsv1.CommandRun{
@@ -421,7 +429,9 @@ func TestAPI_RetryNeverFollowsAnotherIdentitysRun(t *testing.T) {
 	}
 	g.Expect(k8s.Create(ctx, squatter)).To(Succeed())
 
-	g.Expect(f.chat(t, "wipe the data")).To(HavePrefix("Output: denied:"))
+	res, body := f.post(t, "/v1/chat/completions", chatBody("ops", "wipe the data"), "Idempotency-Key", "k1")
+	g.Expect(res.StatusCode).To(Equal(http.StatusOK), string(body))
+	g.Expect(string(body)).To(ContainSubstring("Output: denied:"))
 	all := runs(g, f.ns)
 	g.Expect(all).To(HaveLen(2))
 	reported := toolResult(t, f.model.Requests()[1].LastToolResult())["run"]

@@ -64,12 +64,16 @@ var skillNamePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 // with `/name` loads skill name (Auto or Explicit) into the conversation
 // up front.
 //
-// A chat is idempotent: the CommandRuns it files are named after the
-// conversation (see requestKey), so the same request sent again within
-// a few minutes, as clients retry, follows the runs the first attempt
-// filed instead of filing them again.
-func (r *Runtime) Chat(ctx context.Context, messages []Message) (*Reply, error) {
-	s := &session{r: r, explicit: map[string]bool{}, conversation: conversationHash(messages)}
+// A chat the caller may retry (attempt has a key) names its CommandRuns
+// after the attempt's key and the conversation (see requestKey), so that
+// a retry within a few minutes follows the runs an earlier attempt filed
+// instead of filing them again. Any other chat is a new question and files
+// new runs, however like an earlier one it is.
+func (r *Runtime) Chat(ctx context.Context, messages []Message, attempt Attempt) (*Reply, error) {
+	s := &session{r: r, explicit: map[string]bool{}, retry: attempt.Retry}
+	if attempt.Key != "" {
+		s.conversation = conversationHash(attempt.Key, messages)
+	}
 	conv, err := r.conversation(ctx, s, messages)
 	if err != nil {
 		return nil, err
@@ -284,19 +288,31 @@ func toolDefinitions() []openai.ChatCompletionToolUnionParam {
 
 // session is the state of one chat request: which Explicit skills the user
 // named, how many tool calls the model made and how many commands it asked
-// for, and the hash of the caller's conversation.
+// for, the hash of the caller's conversation (empty when the caller will
+// not retry it), and whether this is a retry.
 type session struct {
 	r            *Runtime
 	explicit     map[string]bool
 	calls        int
 	commands     int
 	conversation string
+	retry        bool
 }
 
-// conversationHash identifies a chat request by the messages the caller
-// sent, which a retry sends again unchanged.
-func conversationHash(messages []Message) string {
+// Attempt is what a caller says of a chat request it may send again: Key
+// names the request and its caller, the same on every attempt; Retry is
+// true when an earlier attempt may have run. The zero Attempt is a request
+// that will not be retried.
+type Attempt struct {
+	Key   string
+	Retry bool
+}
+
+// conversationHash identifies a chat request by its attempt's key and the
+// messages the caller sent, which a retry sends again unchanged.
+func conversationHash(key string, messages []Message) string {
 	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s", len(key), key)
 	for _, m := range messages {
 		fmt.Fprintf(h, "%d:%s%d:%s", len(m.Role), m.Role, len(m.Content), m.Content)
 	}
@@ -422,8 +438,11 @@ func (s *session) runCommand(ctx context.Context, arguments string) (string, err
 		}
 	}
 	s.commands++
-	key := requestKey(s.conversation, s.commands, args.Command, args.Skill)
-	res, err := s.r.commands.run(ctx, args.Command, args.Skill, key, s.r.commands.defaults())
+	key := ""
+	if s.conversation != "" {
+		key = requestKey(s.conversation, s.commands, args.Command, args.Skill)
+	}
+	res, err := s.r.commands.run(ctx, args.Command, args.Skill, key, s.retry, s.r.commands.defaults())
 	if err != nil {
 		return "", err
 	}

@@ -67,9 +67,10 @@ type commander struct {
 // run asks for a command: it creates a CommandRun for the agent, as the
 // runtime's identity, and waits for its result. A non-empty key names the
 // request the command belongs to (see requestKey): the run is then named
-// after it, so a retried request finds the run the first attempt filed and
-// follows it instead of filing a second one.
-func (c *commander) run(ctx context.Context, command, skill, key string, w waits) (*CommandResult, error) {
+// after it, so that a retry of the request (retry true) finds the run an
+// earlier attempt filed and follows it instead of filing a second one.
+// Anything else that finds the name taken files a run of its own.
+func (c *commander) run(ctx context.Context, command, skill, key string, retry bool, w waits) (*CommandResult, error) {
 	run := &skillsv1.CommandRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, GenerateName: c.agent + "-"},
 		Spec: skillsv1.CommandRunSpec{
@@ -85,12 +86,12 @@ func (c *commander) run(ctx context.Context, command, skill, key string, w waits
 	}
 	err := c.kube.Create(ctx, run)
 	if key != "" && apierrors.IsAlreadyExists(err) {
-		existing, reuse := c.retried(ctx, run)
-		if reuse {
+		if existing, reuse := c.retried(ctx, run); retry && reuse {
 			ctrl.LoggerFrom(ctx).Info("Following the CommandRun an earlier attempt of this request filed", "commandRun", klog.KObj(existing))
 			return c.follow(ctx, existing, w)
 		}
-		// Another request's run holds the name: file this one on its own.
+		// Not a retry, or another request's run holds the name: file this
+		// one on its own.
 		run.Name, run.GenerateName, run.Annotations = "", c.agent+"-", nil
 		err = c.kube.Create(ctx, run)
 	}
@@ -106,8 +107,7 @@ func (c *commander) run(ctx context.Context, command, skill, key string, w waits
 const AnnotationRequestKey = "kubeskills.io/request-key"
 
 // retryWindow is how long a run serves retries of the request that filed
-// it. An identical conversation sent later is a new question and files a
-// new run.
+// it. A retry sent later files a new run.
 const retryWindow = 10 * time.Minute
 
 // retried returns the run that holds want's name when it was filed by an

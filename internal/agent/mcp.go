@@ -428,7 +428,7 @@ func (m *mcpEndpoint) runCommand(ctx context.Context, _ *mcp.CallToolRequest, ar
 	if args.Skill != "" && !m.r.inCatalog(args.Skill) {
 		return nil, nil, fmt.Errorf("skill %s is not in this agent's catalog", args.Skill)
 	}
-	res, err := m.r.commands.run(ctx, args.Command, args.Skill, "", waits{command: min(m.r.cfg.CommandWait, mcpCallWait)})
+	res, err := m.r.commands.run(ctx, args.Command, args.Skill, "", false, waits{command: min(m.r.cfg.CommandWait, mcpCallWait)})
 	if err != nil {
 		// Creating the run failed: the cause (an API error) stays in the log.
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to run a command for an MCP client")

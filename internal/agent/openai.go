@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,11 +156,12 @@ func (r *Runtime) handleChat(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.Server.ChatTimeout)
 	defer cancel()
 	r.extendWrite(w, r.cfg.Server.ChatTimeout)
+	attempt := attemptOf(req)
 	if body.Stream {
-		r.streamChat(ctx, w, msgs, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		r.streamChat(ctx, w, msgs, attempt, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
 		return
 	}
-	reply, err := r.Chat(ctx, msgs)
+	reply, err := r.Chat(ctx, msgs, attempt)
 	if isBadRequest(err) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
 		return
@@ -169,6 +172,33 @@ func (r *Runtime) handleChat(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, r.completion(reply))
+}
+
+// Headers by which a caller says a request may be, or is, a retry.
+const (
+	// headerIdempotencyKey names a request: every request with the same
+	// key, from the same caller, is an attempt of the same request.
+	headerIdempotencyKey = "Idempotency-Key"
+	// headerRetryCount is sent by the official OpenAI clients on every
+	// attempt: 0 on the first, then how many attempts came before.
+	headerRetryCount = "X-Stainless-Retry-Count"
+)
+
+// attemptOf reads which attempt of a chat req is. The key holds the
+// caller's bearer token, hashed, so that two callers never share a
+// request: with an Idempotency-Key, that key too, and every attempt is a
+// retry; with only X-Stainless-Retry-Count, a count above 0 is a retry.
+// A request with neither header is never retried, so it gets no key.
+func attemptOf(req *http.Request) Attempt {
+	token, _ := bearerToken(req)
+	caller := sha256.Sum256([]byte(token))
+	if key := req.Header.Get(headerIdempotencyKey); key != "" {
+		return Attempt{Key: fmt.Sprintf("%x\x00%s:%s", caller, headerIdempotencyKey, key), Retry: true}
+	}
+	if n, err := strconv.Atoi(req.Header.Get(headerRetryCount)); err == nil && n >= 0 {
+		return Attempt{Key: fmt.Sprintf("%x\x00%s", caller, headerRetryCount), Retry: n > 0}
+	}
+	return Attempt{}
 }
 
 // chatFailure maps a failed chat to an HTTP status, an error type and a
@@ -188,7 +218,7 @@ func chatFailure(err error) (int, string, string) {
 // at once, SSE comments while the tool loop runs, then the final message,
 // its finish reason, the usage when asked, and `data: [DONE]`. A failure
 // after the stream started is sent as an event with an error object.
-func (r *Runtime) streamChat(ctx context.Context, w http.ResponseWriter, msgs []Message, includeUsage bool) {
+func (r *Runtime) streamChat(ctx context.Context, w http.ResponseWriter, msgs []Message, attempt Attempt, includeUsage bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
@@ -213,7 +243,7 @@ func (r *Runtime) streamChat(ctx context.Context, w http.ResponseWriter, msgs []
 	}
 	done := make(chan result, 1)
 	go func() {
-		reply, err := r.Chat(ctx, msgs)
+		reply, err := r.Chat(ctx, msgs, attempt)
 		done <- result{reply, err}
 	}()
 	tick := time.NewTicker(keepAliveEvery)

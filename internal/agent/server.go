@@ -268,7 +268,7 @@ func (r *Runtime) RunCommand(ctx context.Context, command, skill string) (*Comma
 	if skill != "" && !r.inCatalog(skill) {
 		return nil, &BadRequestError{msg: "skill " + skill + " is not in this agent's catalog"}
 	}
-	return r.commands.run(ctx, command, skill, "", r.commands.defaults())
+	return r.commands.run(ctx, command, skill, "", false, r.commands.defaults())
 }
 
 // handleCommand runs one command through the same path as run_command and
