@@ -33,6 +33,10 @@ type tracee struct {
 	trusted bool
 	// fresh is set from its creation until its first stop.
 	fresh bool
+	// waiting is set for a new process whose first stop came before its
+	// parent's event: it stays stopped until that event says what it
+	// runs and with what trust, so it cannot exec before.
+	waiting bool
 }
 
 // supervisor traces the runner's shell and every process it starts, and
@@ -181,8 +185,10 @@ func (s *supervisor) stopped(pid int, ws unix.WaitStatus) {
 			return
 		}
 	case t == nil && sig == unix.SIGSTOP:
-		// A new process's first stop, before its parent's event arrived.
-		s.track(pid, &tracee{name: "a program"})
+		// A new process's first stop, before its parent's event arrived:
+		// it waits for it (created resumes it).
+		s.track(pid, &tracee{name: "a program", waiting: true})
+		return
 	case t != nil && t.fresh && sig == unix.SIGSTOP && pid != s.shell:
 		t.fresh = false
 	default:
@@ -201,16 +207,24 @@ func isCreate(cause int) bool {
 // same program, with the same trust, until it execs.
 func (s *supervisor) created(pid int, t *tracee) {
 	msg, err := unix.PtraceGetEventMsg(pid)
-	if err != nil || t == nil {
+	if err != nil {
 		return
+	}
+	name, trusted := "a program", false
+	if t != nil {
+		name, trusted = t.name, t.trusted
 	}
 	child := int(msg)
 	if c := s.tracee(child); c != nil {
-		// Its first stop came first: it is already running on.
-		c.name, c.trusted = t.name, t.trusted
+		c.name, c.trusted = name, trusted
+		if c.waiting {
+			// Its first stop came first, and it waited for this.
+			c.waiting = false
+			_ = unix.PtraceCont(child, 0)
+		}
 		return
 	}
-	s.track(child, &tracee{name: t.name, trusted: t.trusted, fresh: true})
+	s.track(child, &tracee{name: name, trusted: trusted, fresh: true})
 }
 
 // exec judges the program pid is about to run. It reports whether the

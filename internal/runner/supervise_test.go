@@ -208,3 +208,24 @@ func TestSupervision_ScriptThroughAWritableLinkDoesNotRun(t *testing.T) {
 		t.Fatalf("the script by its own path did not run: exit %d, %q", res.ExitCode, res.Error)
 	}
 }
+
+// A process whose first stop is seen before its parent's fork event must
+// not exec before that event says it descends from a trusted program:
+// many short pipelines in a trusted script make that order likely.
+func TestSupervision_TrustReachesEveryChild(t *testing.T) {
+	bin := t.TempDir()
+	script := filepath.Join(bin, "many.sh")
+	body := "#!/bin/sh\ni=0\nwhile [ $i -lt 150 ]; do /bin/true | /bin/true; i=$((i+1)); done\necho done\n"
+	if err := os.WriteFile(script, []byte(body), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, script)
+	snap := PolicySnapshot{DefaultAction: policy.Never, Rules: []SnapshotRule{
+		{Pattern: script, Action: policy.Always, Children: ChildrenTrusted},
+		{Pattern: "many.sh", Action: policy.Always, Children: ChildrenTrusted},
+	}}
+	res, _ := supervised(t, snap, script, bin)
+	if res.ExitCode != 0 || res.Stdout != "done\n" {
+		t.Fatalf("a trusted script's child was judged: exit %d, %q", res.ExitCode, res.Error)
+	}
+}
