@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -268,6 +270,18 @@ type PolicyDecision struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=64
 	TrustedPrograms []string `json:"trustedPrograms,omitempty"`
+}
+
+// JudgedPrograms returns those of StartsPrograms whose programs the policy
+// judges as they start: all but TrustedPrograms, in order.
+func (d *PolicyDecision) JudgedPrograms() []string {
+	var judged []string
+	for _, name := range d.StartsPrograms {
+		if !slices.Contains(d.TrustedPrograms, name) {
+			judged = append(judged, name)
+		}
+	}
+	return judged
 }
 
 // MaxStartsPrograms is how many programs status.decision.startsPrograms

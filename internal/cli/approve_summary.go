@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -84,12 +83,7 @@ func programsText(d *skillsv1.PolicyDecision) string {
 	if len(d.StartsPrograms) == 0 {
 		return ""
 	}
-	var judged []string
-	for _, name := range d.StartsPrograms {
-		if !slices.Contains(d.TrustedPrograms, name) {
-			judged = append(judged, name)
-		}
-	}
+	judged := d.JudgedPrograms()
 	s := strings.Join(d.StartsPrograms, ", ") + " can start other programs; "
 	const checked = "the policy judges each of those as it starts, and refuses one it says Never even after approval"
 	switch {

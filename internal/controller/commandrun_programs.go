@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"slices"
 	"strings"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -63,12 +62,7 @@ func programsClause(d *skillsv1.PolicyDecision) string {
 	if len(d.StartsPrograms) == 0 {
 		return ""
 	}
-	var judged []string
-	for _, name := range d.StartsPrograms {
-		if !slices.Contains(d.TrustedPrograms, name) {
-			judged = append(judged, name)
-		}
-	}
+	judged := d.JudgedPrograms()
 	s := strings.Join(d.StartsPrograms, ", ") + " can start other programs, "
 	switch {
 	case len(judged) == 0:
