@@ -112,7 +112,13 @@ func (r *SkillSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, nil
 	}
 	current := &skillsv1.Skill{}
-	switch err := r.Get(ctx, req.NamespacedName, current); {
+	err := r.Get(ctx, req.NamespacedName, current)
+	if apierrors.IsNotFound(err) {
+		// The cache may not hold a Skill made a moment ago by hand: only
+		// the API server can say there is none to take over.
+		err = r.APIReader.Get(ctx, req.NamespacedName, current)
+	}
+	switch {
 	case apierrors.IsNotFound(err):
 		current = nil
 	case err != nil:
