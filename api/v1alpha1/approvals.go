@@ -20,6 +20,11 @@ type Tally struct {
 	// allows. Admission refuses such approvals; the operator does not
 	// rely on it.
 	Ignored []string
+	// SetAside are the approvers whose approval or denial answers an
+	// earlier decision and whom the current decision no longer asks: the
+	// run was judged again with other approvers. Such an answer neither
+	// counts nor denies.
+	SetAside []string
 }
 
 // Approved tells whether enough approvals count and none denies.
@@ -40,7 +45,8 @@ func (r *CommandRun) AllApprovals() []Approval {
 // when the decision names approvers by user only, is one of them (group
 // membership is known to admission, not here). A denial that counts denies
 // the run whatever decision it answered; an approval counts only for the
-// decision it answers, once per approver.
+// decision it answers, once per approver. An answer to an earlier decision
+// by someone the current decision does not ask is set aside.
 func (r *CommandRun) Tally() Tally {
 	d := r.Status.Decision
 	t := Tally{Required: 1}
@@ -51,6 +57,11 @@ func (r *CommandRun) Tally() Tally {
 	}
 	for _, a := range r.AllApprovals() {
 		if why := r.ignored(a, rule); why != "" {
+			if a.Approver != r.Spec.RequestedBy && a.Approver != "" && !a.Answers(d, r.Generation) {
+				// Asked under an earlier decision, not under this one.
+				t.SetAside = append(t.SetAside, a.Approver)
+				continue
+			}
 			t.Ignored = append(t.Ignored, why)
 			continue
 		}

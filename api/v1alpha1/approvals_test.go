@@ -24,6 +24,7 @@ func TestTally(t *testing.T) {
 		approved  bool
 		denial    string
 		ignored   int
+		setAside  []string
 	}{
 		{name: "none", approvers: nil},
 		{name: "one of one, the single approval of earlier versions", single: &Approval{Decision: Approved, Approver: "alice"},
@@ -41,6 +42,11 @@ func TestTally(t *testing.T) {
 		{name: "someone the policy does not name", rule: twoOf, approvals: []Approval{approve("mallory", 2)}, ignored: 1},
 		{name: "the requester", rule: twoOf, approvals: []Approval{approve("agent", 2)}, ignored: 1},
 		{name: "no approver", single: &Approval{Decision: Approved}, ignored: 1},
+		{name: "an approver no longer asked, of an earlier decision, is set aside", rule: twoOf,
+			approvals: []Approval{approve("dave", 1), {Decision: Denied, Approver: "erin", Policy: "p", PolicyGeneration: 1}, approve("alice", 2)},
+			approvers: []string{"alice"}, setAside: []string{"dave", "erin"}},
+		{name: "the requester's approval of an earlier decision still does not count", rule: twoOf,
+			approvals: []Approval{approve("agent", 1)}, ignored: 1},
 		{name: "groups are admission's to check", rule: byGroup, approvals: []Approval{approve("dave", 2), approve("erin", 2)},
 			approvers: []string{"dave", "erin"}, approved: true},
 	}
@@ -54,9 +60,10 @@ func TestTally(t *testing.T) {
 			}
 			run.Generation = 3
 			got := run.Tally()
-			if !reflect.DeepEqual(got.Approvers, tc.approvers) || got.Approved() != tc.approved || len(got.Ignored) != tc.ignored {
-				t.Errorf("Tally() = %+v (approved %v), want approvers %v, approved %v, %d ignored",
-					got, got.Approved(), tc.approvers, tc.approved, tc.ignored)
+			if !reflect.DeepEqual(got.Approvers, tc.approvers) || got.Approved() != tc.approved || len(got.Ignored) != tc.ignored ||
+				!reflect.DeepEqual(got.SetAside, tc.setAside) {
+				t.Errorf("Tally() = %+v (approved %v), want approvers %v, approved %v, %d ignored, set aside %v",
+					got, got.Approved(), tc.approvers, tc.approved, tc.ignored, tc.setAside)
 			}
 			if denial := ""; got.Denial != nil {
 				denial = got.Denial.Approver

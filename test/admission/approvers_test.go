@@ -176,3 +176,39 @@ func TestApprovers_SingleApprovalOfEarlierVersionsStillRuns(t *testing.T) {
 	g.Expect(run.Spec.Approvals).To(BeEmpty())
 	g.Expect(run.Tally().Approved()).To(BeTrue())
 }
+
+// TestApprovers_ApprovalOfAnApproverNoLongerAskedIsSetAside: after one
+// approval of two, the policy is edited to ask other people. The run is
+// judged again; the earlier approval, by someone the new decision does not
+// ask, is set aside: it neither counts nor denies the run, which waits for
+// the new approvers and runs once they approve.
+func TestApprovers_ApprovalOfAnApproverNoLongerAskedIsSetAside(t *testing.T) {
+	g := NewWithT(t)
+	ns, _ := approversSetup(t, "evict")
+	g.Eventually(func() error {
+		return addApproval(as(t, "alice"), ns, "evict", "alice", skillsv1.Approved)
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(condMessage(getRun(g, ns, "evict"))).To(ContainSubstring("1 so far, by alice"))
+	}, timeout, interval).Should(Succeed())
+
+	editPolicy(t, ns, func(p *skillsv1.CommandPolicy) {
+		p.Spec.Approval = &skillsv1.ApprovalRule{Users: []string{"bob", "carol"}, Required: 2}
+	})
+	// Nothing watches the policy for a waiting run's approvers but its pin:
+	// the run is judged again under the new approver set.
+	g.Eventually(func(g Gomega) {
+		run := getRun(g, ns, "evict")
+		g.Expect(run.Status.Decision.JudgedAgain).NotTo(BeEmpty())
+		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseAwaitingApproval), condMessage(run))
+		g.Expect(run.Tally().SetAside).To(Equal([]string{"alice"}))
+		g.Expect(condMessage(run)).To(ContainSubstring("Waiting for 2 of 2 approvals"))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(getRun(g, ns, "evict").Status.Phase).To(Equal(skillsv1.PhaseAwaitingApproval))
+	}, time.Second, interval).Should(Succeed())
+
+	g.Expect(addApproval(as(t, "bob"), ns, "evict", "bob", skillsv1.Approved)).To(Succeed())
+	g.Expect(addApproval(as(t, "carol", "sre"), ns, "evict", "carol", skillsv1.Approved)).To(Succeed())
+	g.Expect(runnerPolicy(t, job(t, ns, "evict")).Approved).To(BeTrue())
+}
