@@ -108,13 +108,6 @@ func (s *storeSlot) Catalog() *catalog.Catalog {
 	return nil
 }
 
-func (s *storeSlot) Revision() string {
-	if st := s.store.Load(); st != nil {
-		return st.Revision()
-	}
-	return ""
-}
-
 func (s *storeSlot) Reloads() (ok, failed int) {
 	if st := s.store.Load(); st != nil {
 		return st.Reloads()

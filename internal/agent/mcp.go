@@ -68,8 +68,12 @@ type mcpEndpoint struct {
 	max     int
 
 	// mu guards the published skills; sync holds it while it publishes.
-	mu        sync.Mutex
-	revision  string
+	mu sync.Mutex
+	// served is the catalog the published skills were built from: the
+	// store swaps in a new *Catalog on each reload and never changes one it
+	// handed out, so the pointer names one snapshot, entries and revision
+	// alike.
+	served    *catalog.Catalog
 	complete  bool
 	published map[string]*publishedSkill
 }
@@ -220,14 +224,18 @@ func (r *Runtime) FollowCatalog(ctx context.Context, every time.Duration) {
 // time or when a skill could not be read then. A skill whose files cannot
 // be read now (its shards are not mounted yet, or they are mid-update) is
 // left out until they can.
+//
+// What changed is judged from the one catalog read here, never from a
+// revision read apart from it: a reload landing between two reads would
+// pair the old entries with the new revision, and the list would stay
+// stale until the catalog changed again.
 func (m *mcpEndpoint) sync(ctx context.Context) {
 	c := m.r.skills.Catalog()
 	if c == nil {
 		return
 	}
-	rev := m.r.skills.Revision()
 	m.mu.Lock()
-	if rev == m.revision && m.complete {
+	if c == m.served && m.complete {
 		m.mu.Unlock()
 		return
 	}
@@ -263,7 +271,7 @@ func (m *mcpEndpoint) sync(ctx context.Context) {
 			m.server.AddResource(p.resource, m.readResource)
 		}
 	}
-	m.published, m.revision, m.complete = next, rev, complete
+	m.published, m.served, m.complete = next, c, complete
 	m.mu.Unlock()
 	slices.Sort(updated)
 	for _, uri := range slices.Compact(updated) {

@@ -34,12 +34,14 @@ import (
 )
 
 // Skills is what the runtime needs from the skill catalog. *catalog.Store
-// implements it.
+// implements it. It hands out the catalog only: its revision is computed
+// from the one catalog read (Catalog.Revision), never read on its own,
+// since a reload between two reads would pair entries and a revision of
+// different snapshots.
 type Skills interface {
-	// Catalog returns the catalog being served.
+	// Catalog returns the catalog being served. It is never changed once
+	// handed out: a reload serves a new one.
 	Catalog() *catalog.Catalog
-	// Revision returns the revision of the catalog being served.
-	Revision() string
 	// Reloads returns how many reloads succeeded and failed.
 	Reloads() (ok, failed int)
 	// Prompt returns the `<available_skills>` block within a token budget.

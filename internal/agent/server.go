@@ -220,15 +220,17 @@ type skillInfo struct {
 }
 
 // handleSkills serves the catalog: names, descriptions, invocation and
-// content hashes, never bodies.
+// content hashes, never bodies. The revision is that of the entries
+// listed, computed from the same read.
 func (r *Runtime) handleSkills(w http.ResponseWriter, _ *http.Request) {
 	c := r.skills.Catalog()
 	out := struct {
 		Agent    string      `json:"agent"`
 		Revision string      `json:"revision"`
 		Skills   []skillInfo `json:"skills"`
-	}{Agent: r.cfg.Agent, Revision: r.skills.Revision(), Skills: []skillInfo{}}
+	}{Agent: r.cfg.Agent, Skills: []skillInfo{}}
 	if c != nil {
+		out.Revision = c.Revision()
 		for _, e := range c.Skills {
 			out.Skills = append(out.Skills, skillInfo{Name: e.Name, Description: e.Description, Invocation: e.Invocation,
 				ContentHash: e.ContentHash, AllowedTools: e.AllowedTools})

@@ -171,7 +171,9 @@ type fixture struct {
 
 // options shape a fixture.
 type options struct {
-	store  *catalog.Store
+	store *catalog.Store
+	// skills, when set, is served instead of store.
+	skills agent.Skills
 	kube   client.WithWatch
 	ns     string
 	config func(*agent.Config)
@@ -217,7 +219,11 @@ func newFixture(t *testing.T, opts options, steps ...modeltest.Step) *fixture {
 	if log.GetSink() == nil {
 		log = logr.Discard()
 	}
-	rt, err := agent.New(cfg, opts.store, opts.kube, log)
+	var skills agent.Skills = opts.store
+	if opts.skills != nil {
+		skills = opts.skills
+	}
+	rt, err := agent.New(cfg, skills, opts.kube, log)
 	if err != nil {
 		t.Fatal(err)
 	}
