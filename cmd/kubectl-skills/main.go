@@ -7,10 +7,12 @@
 //	kubectl skills policy check -f P -- C  what a CommandPolicy decides for C
 //	kubectl skills approve|deny RUN       decide on a command awaiting approval
 //	kubectl skills list [--pending [-w]]  list CommandRuns, or follow those awaiting approval
+//	kubectl skills doctor                 check a cluster and prove the sandbox's fence
 //	kubectl skills mcp --agent NAME       serve an Agent's MCP endpoint on stdio
 //
 // Run `kubectl skills COMMAND --help` for the flags and the rules. The
-// commands live in package github.com/kubeskills/kubeskills/internal/cli.
+// commands live in package github.com/kubeskills/kubeskills/internal/cli,
+// the doctor and the MCP bridge in its packages doctor and mcpbridge.
 package main
 
 import (

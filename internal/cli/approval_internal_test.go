@@ -75,29 +75,6 @@ waiting   ops     kubectl rollout restart deploy/web   system:serviceaccount:age
 	}
 }
 
-func TestPrintable(t *testing.T) {
-	for in, want := range map[string]string{
-		"kubectl get pods":       "kubectl get pods",
-		"a\x1b[2Jb":              "a\ufffd[2Jb",
-		"evil\u202egnp.exe":      "evil\ufffdgnp.exe",
-		"ünïcödé ok":             "ünïcödé ok",
-		"bell\a nul\x00 del\x7f": "bell\ufffd nul\ufffd del\ufffd",
-	} {
-		if got := printable(in); got != want {
-			t.Errorf("printable(%q) = %q, want %q", in, got, want)
-		}
-	}
-	if got := cell("  a \n\t b  ", 10); got != "a b" {
-		t.Errorf("cell = %q", got)
-	}
-	if got := cell("ééééé", 4); got != "ééé…" {
-		t.Errorf("cell = %q", got)
-	}
-	if got := cell("", 4); got != "<none>" {
-		t.Errorf("cell = %q", got)
-	}
-}
-
 func TestCheckDecidable(t *testing.T) {
 	awaitingRun := testRun("ns", "r", "x", skillsv1.PhaseAwaitingApproval, time.Minute)
 	decided := awaitingRun

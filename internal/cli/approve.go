@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
 // approverRole is the ClusterRole the operator ships for people who decide.
@@ -101,13 +102,13 @@ const denyExample = `  # Refuse a command, and tell the agent what to do instead
 
 // approvalOptions are the flags of approve and deny.
 type approvalOptions struct {
-	*Options
+	*cmdline.Options
 	decision skillsv1.ApprovalDecision
 	reason   string
 	yes      bool
 }
 
-func newApproveCommand(o *Options) *cobra.Command {
+func newApproveCommand(o *cmdline.Options) *cobra.Command {
 	return newApprovalCommand(o, skillsv1.Approved, &cobra.Command{
 		Use:     "approve RUN [--reason REASON]",
 		Short:   "Approve a CommandRun that awaits a person's decision, as yourself",
@@ -116,7 +117,7 @@ func newApproveCommand(o *Options) *cobra.Command {
 	})
 }
 
-func newDenyCommand(o *Options) *cobra.Command {
+func newDenyCommand(o *cmdline.Options) *cobra.Command {
 	return newApprovalCommand(o, skillsv1.Denied, &cobra.Command{
 		Use:     "deny RUN [--reason REASON]",
 		Short:   "Deny a CommandRun that awaits a person's decision, as yourself",
@@ -126,7 +127,7 @@ func newDenyCommand(o *Options) *cobra.Command {
 }
 
 // newApprovalCommand completes approve or deny.
-func newApprovalCommand(o *Options, decision skillsv1.ApprovalDecision, cmd *cobra.Command) *cobra.Command {
+func newApprovalCommand(o *cmdline.Options, decision skillsv1.ApprovalDecision, cmd *cobra.Command) *cobra.Command {
 	opts := &approvalOptions{Options: o, decision: decision}
 	cmd.Args = cobra.ExactArgs(1)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -197,7 +198,7 @@ func (o *approvalOptions) run(ctx context.Context, name string) error {
 		return o.explain(err, key)
 	}
 	_, _ = fmt.Fprintf(o.Streams.Out, "commandrun.%s/%s %s by %s%s\n",
-		skillsv1.GroupVersion.Group, name, strings.ToLower(string(o.decision)), printable(user), soFar(run, o.decision))
+		skillsv1.GroupVersion.Group, name, strings.ToLower(string(o.decision)), cmdline.Printable(user), soFar(run, o.decision))
 	return nil
 }
 
@@ -292,7 +293,7 @@ type alreadyDecidedError struct {
 }
 
 func (e *alreadyDecidedError) Error() string {
-	s := fmt.Sprintf("it was already %s by %s", strings.ToLower(string(e.approval.Decision)), orNone(printable(e.approval.Approver)))
+	s := fmt.Sprintf("it was already %s by %s", strings.ToLower(string(e.approval.Decision)), orNone(cmdline.Printable(e.approval.Approver)))
 	if e.approval.Reason != "" {
 		s += fmt.Sprintf(" (%q)", e.approval.Reason)
 	}
@@ -316,7 +317,7 @@ type judgedAgainError struct {
 func (e *judgedAgainError) Error() string {
 	s := "the command was judged again while you decided"
 	if e.decision != nil && e.decision.JudgedAgain != "" {
-		s += " (" + printable(e.decision.JudgedAgain) + ")"
+		s += " (" + cmdline.Printable(e.decision.JudgedAgain) + ")"
 	}
 	return s + "; nothing was written: run the command again to see what you would decide now"
 }
@@ -345,7 +346,7 @@ func (e *notAwaitingError) Error() string {
 	}
 	s := "it is not awaiting approval: its phase is " + string(e.phase)
 	if e.message != "" {
-		s += " (" + printable(e.message) + ")"
+		s += " (" + cmdline.Printable(e.message) + ")"
 	}
 	return s
 }
@@ -399,7 +400,7 @@ func (o *approvalOptions) explain(err error, key client.ObjectKey) error {
 func explainAccess(err error, action, verb string) error {
 	if !apierrors.IsForbidden(err) {
 		if strings.Contains(err.Error(), "\n") {
-			return fmt.Errorf("failed to %s: %s", action, oneLine(err.Error()))
+			return fmt.Errorf("failed to %s: %s", action, cmdline.OneLine(err.Error()))
 		}
 		return fmt.Errorf("failed to %s: %w", action, err)
 	}
@@ -407,13 +408,13 @@ func explainAccess(err error, action, verb string) error {
 		return fmt.Errorf("failed to %s: refused by admission: %s", action, refusal(err))
 	}
 	return fmt.Errorf("failed to %s: forbidden: you need %s on commandruns, which the ClusterRole %s grants "+
-		"(ask for a RoleBinding to it in the namespace): %s", action, verb, approverRole, oneLine(apiMessage(err)))
+		"(ask for a RoleBinding to it in the namespace): %s", action, verb, approverRole, cmdline.OneLine(cmdline.APIMessage(err)))
 }
 
 // refusedByAdmission tells an error of an admission policy or webhook from
 // one of authorization or of the CRD's validation.
 func refusedByAdmission(err error) bool {
-	msg := apiMessage(err)
+	msg := cmdline.APIMessage(err)
 	return strings.Contains(msg, "ValidatingAdmissionPolicy") || strings.Contains(msg, "admission webhook") ||
 		strings.Contains(msg, "denied request") || strings.Contains(msg, "denied the request")
 }
@@ -426,10 +427,10 @@ var admissionPrefixes = []string{"denied request: ", "denied the request: "}
 // message of the admission policy or webhook that refused, without the
 // object and the policy's name, or the causes of a validation error.
 func refusal(err error) string {
-	msg := apiMessage(err)
+	msg := cmdline.APIMessage(err)
 	for _, p := range admissionPrefixes {
 		if i := strings.LastIndex(msg, p); i >= 0 {
-			return oneLine(msg[i+len(p):])
+			return cmdline.OneLine(msg[i+len(p):])
 		}
 	}
 	var status apierrors.APIStatus
@@ -442,22 +443,7 @@ func refusal(err error) string {
 			}
 			causes = append(causes, text)
 		}
-		return oneLine(strings.Join(causes, "; "))
+		return cmdline.OneLine(strings.Join(causes, "; "))
 	}
-	return oneLine(msg)
-}
-
-// oneLine makes text one line: its runs of white space become one space
-// and characters that could drive the terminal are replaced.
-func oneLine(text string) string {
-	return printable(strings.Join(strings.Fields(text), " "))
-}
-
-// apiMessage is the message of an API server error.
-func apiMessage(err error) string {
-	var status apierrors.APIStatus
-	if errors.As(err, &status) {
-		return status.Status().Message
-	}
-	return err.Error()
+	return cmdline.OneLine(msg)
 }

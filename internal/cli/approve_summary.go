@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
 // writeSummary prints what a person is about to decide on: the command, the
@@ -21,14 +22,14 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 	if decision == skillsv1.Denied {
 		verb = "Deny"
 	}
-	_, _ = fmt.Fprintf(w, "%s commandrun %s/%s, as %s:\n", verb, run.Namespace, run.Name, printable(user))
+	_, _ = fmt.Fprintf(w, "%s commandrun %s/%s, as %s:\n", verb, run.Namespace, run.Name, cmdline.Printable(user))
 	field := func(name, value string) {
 		_, _ = fmt.Fprintf(w, "  %-13s %s\n", name+":", value)
 	}
 	lines := strings.Split(strings.TrimRight(run.Spec.Command, "\n"), "\n")
-	field("Command", printable(lines[0]))
+	field("Command", cmdline.Printable(lines[0]))
 	for _, l := range lines[1:] {
-		_, _ = fmt.Fprintf(w, "  %-13s %s\n", "", printable(l))
+		_, _ = fmt.Fprintf(w, "  %-13s %s\n", "", cmdline.Printable(l))
 	}
 	d := run.Status.Decision
 	if d == nil {
@@ -36,7 +37,7 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 	} else {
 		by := "the default action"
 		if d.Rule != "" {
-			by = fmt.Sprintf("rule %q", printable(d.Rule))
+			by = fmt.Sprintf("rule %q", cmdline.Printable(d.Rule))
 		}
 		policy := "no policy"
 		if d.Policy != "" {
@@ -44,10 +45,10 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 		}
 		field("Decision", fmt.Sprintf("%s, by %s of %s", d.Action, by, policy))
 		if d.Reason != "" {
-			field("Why", oneLine(d.Reason))
+			field("Why", cmdline.OneLine(d.Reason))
 		}
 		if d.JudgedAgain != "" {
-			field("Judged again", oneLine(d.JudgedAgain))
+			field("Judged again", cmdline.OneLine(d.JudgedAgain))
 		}
 		if text := programsText(d); text != "" {
 			field("Programs", text)
@@ -55,20 +56,20 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 	}
 	skill := "none"
 	if run.Spec.Skill != "" {
-		skill = printable(run.Spec.Skill)
+		skill = cmdline.Printable(run.Spec.Skill)
 		if d != nil && d.SkillHash != "" {
 			skill += " (content " + shortHash(d.SkillHash) + ")"
 		}
 	}
 	field("Skill", skill)
-	field("Agent", printable(run.Spec.Agent))
-	field("Requested by", orUnknown(printable(run.Spec.RequestedBy)))
+	field("Agent", cmdline.Printable(run.Spec.Agent))
+	field("Requested by", orUnknown(cmdline.Printable(run.Spec.RequestedBy)))
 	field("Sandbox", sandbox)
 	t := run.Tally()
 	field("Approvers", approversText(d, t.Required))
 	so := fmt.Sprintf("%d of %d approvals", len(t.Approvers), t.Required)
 	if len(t.Approvers) > 0 {
-		so += " (" + printable(strings.Join(t.Approvers, ", ")) + ")"
+		so += " (" + cmdline.Printable(strings.Join(t.Approvers, ", ")) + ")"
 	}
 	field("So far", so)
 }
@@ -99,7 +100,7 @@ func programsText(d *skillsv1.PolicyDecision) string {
 	default:
 		s += checked
 	}
-	return oneLine(s)
+	return cmdline.OneLine(s)
 }
 
 // approversText says who may approve a run's decision, and how many must.
@@ -115,7 +116,7 @@ func approversText(d *skillsv1.PolicyDecision, required int) string {
 	if len(d.Approvers.Groups) > 0 {
 		who = append(who, "members of "+strings.Join(d.Approvers.Groups, ", "))
 	}
-	return printable(fmt.Sprintf("%s; %d required", strings.Join(who, "; "), required))
+	return cmdline.Printable(fmt.Sprintf("%s; %d required", strings.Join(who, "; "), required))
 }
 
 // sandboxIdentity says which Kubernetes identity the run's sandbox would run
@@ -124,7 +125,7 @@ func approversText(d *skillsv1.PolicyDecision, required int) string {
 // policy.
 func sandboxIdentity(ctx context.Context, c client.Client, run *skillsv1.CommandRun) string {
 	if sa := run.Status.ServiceAccountName; sa != "" {
-		return "ServiceAccount " + printable(sa)
+		return "ServiceAccount " + cmdline.Printable(sa)
 	}
 	d := run.Status.Decision
 	if d == nil || d.Policy == "" {
@@ -138,11 +139,11 @@ func sandboxIdentity(ctx context.Context, c client.Client, run *skillsv1.Command
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("unknown: CommandPolicy %s no longer exists", d.Policy)
 	case err != nil:
-		return fmt.Sprintf("unknown: failed to read CommandPolicy %s: %s", d.Policy, oneLine(err.Error()))
+		return fmt.Sprintf("unknown: failed to read CommandPolicy %s: %s", d.Policy, cmdline.OneLine(err.Error()))
 	}
 	s := "none: commands run with no Kubernetes identity"
 	if policy.Spec.Sandbox != nil && policy.Spec.Sandbox.ServiceAccountName != "" {
-		s = "ServiceAccount " + printable(policy.Spec.Sandbox.ServiceAccountName)
+		s = "ServiceAccount " + cmdline.Printable(policy.Spec.Sandbox.ServiceAccountName)
 	}
 	if policy.Generation != d.PolicyGeneration {
 		s += fmt.Sprintf(" (as of the policy's generation %d; the command will be judged again before it runs)", policy.Generation)
@@ -160,9 +161,9 @@ func shortHash(h string) string {
 		digits = digits[:12]
 	}
 	if algo == "" {
-		return printable(digits)
+		return cmdline.Printable(digits)
 	}
-	return printable(algo + ":" + digits)
+	return cmdline.Printable(algo + ":" + digits)
 }
 
 func orUnknown(s string) string {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/skill"
 	"github.com/kubeskills/kubeskills/internal/skillapi"
 )
@@ -59,12 +60,12 @@ var skillName = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 
 // exportOptions are the flags of export.
 type exportOptions struct {
-	*Options
+	*cmdline.Options
 	outDir string
 	force  bool
 }
 
-func newExportCommand(o *Options) *cobra.Command {
+func newExportCommand(o *cmdline.Options) *cobra.Command {
 	opts := &exportOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:     "export (NAME | FILE) -o DIR",
@@ -107,7 +108,7 @@ func (o *exportOptions) run(ctx context.Context, arg string) error {
 		}
 	}
 	if failed {
-		return ErrProblems
+		return cmdline.ErrProblems
 	}
 	for _, item := range items {
 		if err := o.write(item); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
 
@@ -81,14 +82,14 @@ const importExample = `  # Print the Skill of one folder
 
 // importOptions are the flags of import.
 type importOptions struct {
-	*Options
+	*cmdline.Options
 	recursive    bool
 	labels       []string
 	bundleImage  string
 	maxBodyBytes int
 }
 
-func newImportCommand(o *Options) *cobra.Command {
+func newImportCommand(o *cmdline.Options) *cobra.Command {
 	opts := &importOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:     "import DIR...",
@@ -151,7 +152,7 @@ func (o *importOptions) run(args []string) error {
 		}
 	}
 	if failed {
-		return ErrProblems
+		return cmdline.ErrProblems
 	}
 	return nil
 }

@@ -9,14 +9,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
 const listLong = `List the CommandRuns of a namespace: the commands agents asked to run, what
@@ -61,13 +60,13 @@ const commandColumnRunes = 48
 
 // listOptions are the flags of list.
 type listOptions struct {
-	*Options
+	*cmdline.Options
 	pending       bool
 	watch         bool
 	allNamespaces bool
 }
 
-func newListCommand(o *Options) *cobra.Command {
+func newListCommand(o *cmdline.Options) *cobra.Command {
 	opts := &listOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:     "list [--pending [--watch]] [-A]",
@@ -222,9 +221,9 @@ func runRow(r *skillsv1.CommandRun, pending bool, now time.Time) []string {
 	if command == "" {
 		command = r.Spec.Command
 	}
-	row := []string{r.Name, printable(r.Spec.Agent), cell(command, commandColumnRunes)}
+	row := []string{r.Name, cmdline.Printable(r.Spec.Agent), cmdline.Cell(command, commandColumnRunes)}
 	if pending {
-		row = append(row, cell(r.Spec.RequestedBy, 64), deadlineCell(r, now))
+		row = append(row, cmdline.Cell(r.Spec.RequestedBy, 64), deadlineCell(r, now))
 	} else {
 		row = append(row, orNone(string(r.Status.Phase)), actionCell(r), exitCell(r))
 	}
@@ -279,30 +278,4 @@ func orNone(s string) string {
 		return "<none>"
 	}
 	return s
-}
-
-// cell makes text fit a table cell: runs of white space become one space,
-// other characters that are not printable become U+FFFD (so that text an
-// agent wrote cannot drive the terminal), and text longer than max runes is
-// cut with an ellipsis.
-func cell(text string, max int) string {
-	text = printable(strings.Join(strings.Fields(text), " "))
-	if text == "" {
-		return "<none>"
-	}
-	if utf8.RuneCountInString(text) <= max {
-		return text
-	}
-	return string([]rune(text)[:max-1]) + "…"
-}
-
-// printable replaces the characters of text that are not printable (control
-// characters, escape sequences, bidirectional overrides) with U+FFFD.
-func printable(text string) string {
-	return strings.Map(func(r rune) rune {
-		if r == ' ' || unicode.IsPrint(r) {
-			return r
-		}
-		return utf8.RuneError
-	}, text)
 }

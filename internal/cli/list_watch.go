@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
 // minWatchLife is how long a watch must have lasted for the next one to
@@ -115,7 +116,7 @@ func (f *follower) follow(ctx context.Context, rv string) (string, error) {
 				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 					return f.list(ctx, false)
 				}
-				return rv, fmt.Errorf("failed to watch CommandRuns in %s: %s", f.where, oneLine(err.Error()))
+				return rv, fmt.Errorf("failed to watch CommandRuns in %s: %s", f.where, cmdline.OneLine(err.Error()))
 			}
 			run, isRun := ev.Object.(*skillsv1.CommandRun)
 			if !isRun {

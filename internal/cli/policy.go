@@ -17,6 +17,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/policy"
 	"github.com/kubeskills/kubeskills/internal/policyapi"
 )
@@ -84,7 +85,7 @@ const policyCheckExample = `  # May the agent read pods? And delete them?
   kubectl get commandpolicy ops -o yaml | kubectl skills policy check -f - -- 'rm -rf /tmp/cache'`
 
 // newPolicyCommand returns `kubectl skills policy` and its subcommands.
-func newPolicyCommand(o *Options) *cobra.Command {
+func newPolicyCommand(o *cmdline.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "policy",
 		Short:   "Work with CommandPolicies offline: judge a command before applying a policy",
@@ -102,13 +103,13 @@ func newPolicyCommand(o *Options) *cobra.Command {
 
 // policyCheckOptions are the flags of policy check.
 type policyCheckOptions struct {
-	*Options
+	*cmdline.Options
 	file       string
 	output     string
 	skillTools string
 }
 
-func newPolicyCheckCommand(o *Options) *cobra.Command {
+func newPolicyCheckCommand(o *cmdline.Options) *cobra.Command {
 	opts := &policyCheckOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:     "check -f POLICY.yaml [-o json] [--skill-tools TOOLS] -- 'COMMAND'",
@@ -357,7 +358,7 @@ func describeRule(d policy.Decision, obj *skillsv1.CommandPolicy) string {
 	s := fmt.Sprintf("rules[%d] %q", d.RuleIndex, d.Rule)
 	rule := obj.Spec.Rules[d.RuleIndex]
 	if rule.Description != "" {
-		s += " (" + printable(rule.Description) + ")"
+		s += " (" + cmdline.Printable(rule.Description) + ")"
 	}
 	if rule.Children == skillsv1.ChildrenTrusted && d.Action != policy.Never {
 		s += "; children: Trusted, the programs it starts are not judged"

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/policy"
 	"github.com/kubeskills/kubeskills/internal/policyapi"
 	"github.com/kubeskills/kubeskills/internal/policyimport"
@@ -60,14 +61,14 @@ const policyImportExample = `  # Claude Code's project settings
 
 // policyImportOptions are the flags of policy import.
 type policyImportOptions struct {
-	*Options
+	*cmdline.Options
 	format string
 	name   string
 	def    string
 	output string
 }
 
-func newPolicyImportCommand(o *Options) *cobra.Command {
+func newPolicyImportCommand(o *cmdline.Options) *cobra.Command {
 	opts := &policyImportOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:     "import [--format claude|codex] [--name NAME] [--default ACTION] [-o FILE] FILE...",
@@ -255,7 +256,7 @@ func writeImportReport(w io.Writer, name string, res *policyimport.Result) error
 	_, _ = fmt.Fprintf(w, "CommandPolicy %s: %d source rules translated into %d rules, %d examples, defaultAction %s; %d entries not translated.\n",
 		name, res.Translated, len(res.Policy.Rules), len(res.Examples), res.Policy.Default, skipped)
 	for _, n := range res.Notes {
-		if _, err := fmt.Fprintf(w, "  %s\n", printable(n.String())); err != nil {
+		if _, err := fmt.Fprintf(w, "  %s\n", cmdline.Printable(n.String())); err != nil {
 			return fmt.Errorf("failed to write the report: %w", err)
 		}
 	}

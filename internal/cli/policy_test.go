@@ -330,11 +330,23 @@ func TestPolicyCheckUsage(t *testing.T) {
 func TestHelpTexts(t *testing.T) {
 	for _, args := range [][]string{
 		{"policy", "--help"}, {"policy", "check", "--help"}, {"approve", "--help"}, {"deny", "--help"}, {"list", "--help"},
+		{"doctor", "--help"}, {"mcp", "--help"},
 	} {
 		res := clitest.Run("", args...)
 		if res.Code != cli.ExitOK || !strings.Contains(res.Stdout, "Usage:") || !strings.Contains(res.Stdout, "Examples:") {
 			t.Errorf("%v: exit %d, stdout %q", args, res.Code, res.Stdout)
 		}
+	}
+	// The doctor and the bridge come from packages of their own: the root
+	// lists them, and refuses their bad command lines as it does its own.
+	res := clitest.Run("", "--help")
+	for _, want := range []string{"\n  doctor ", "\n  mcp "} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("kubectl skills --help does not list %q:\n%s", strings.TrimSpace(want), res.Stdout)
+		}
+	}
+	if res := clitest.Run("", "doctor", "extra"); res.Code != cli.ExitFailed || !strings.Contains(res.Stderr, "error: unknown command") {
+		t.Errorf("doctor extra: exit %d, stderr %q", res.Code, res.Stderr)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/policy"
 )
 
@@ -40,7 +41,7 @@ func writeWarningsText(w io.Writer, warnings []policy.Warning) error {
 		return fmt.Errorf("failed to write warnings: %w", err)
 	}
 	for _, warning := range warnings {
-		if _, err := fmt.Fprintf(w, "  %s\n", printable(warning.String())); err != nil {
+		if _, err := fmt.Fprintf(w, "  %s\n", cmdline.Printable(warning.String())); err != nil {
 			return fmt.Errorf("failed to write warnings: %w", err)
 		}
 	}

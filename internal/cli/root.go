@@ -3,13 +3,15 @@
 // both offline with the rules the operator applies.
 //
 // Each subcommand lives in its own file and is added to the root command by
-// NewRootCommand. A subcommand receives the shared *Options, which hold the
-// output streams and the standard kubectl connection flags, and builds its
-// API client through Options.Client only when it talks to a cluster.
+// NewRootCommand; the doctor and the MCP bridge, products of their own, live
+// in the packages doctor and mcpbridge below this one. A subcommand receives
+// the shared *cmdline.Options, which hold the output streams and the
+// standard kubectl connection flags, and builds its API client through
+// Options.Client only when it talks to a cluster.
 //
 // A command that finds problems in its inputs prints each of them, as
-// `PATH: FIELD: PROBLEM (HINT)`, and returns ErrProblems, which makes the
-// process exit with code 1 without printing anything more.
+// `PATH: FIELD: PROBLEM (HINT)`, and returns cmdline.ErrProblems, which makes
+// the process exit with code 1 without printing anything more.
 package cli
 
 import (
@@ -18,12 +20,12 @@ import (
 	"fmt"
 	"io"
 
-	kubescheme "github.com/kubeskills/kubeskills/internal/scheme"
-
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
+	"github.com/kubeskills/kubeskills/internal/cli/doctor"
+	"github.com/kubeskills/kubeskills/internal/cli/mcpbridge"
 )
 
 // Exit codes of the plugin.
@@ -34,78 +36,6 @@ const (
 	// command line was wrong.
 	ExitFailed = 1
 )
-
-// ErrProblems is returned by a command that has already printed the problems
-// it found; the process exits with ExitFailed and prints nothing more.
-var ErrProblems = errors.New("problems were found")
-
-// Options are shared by every subcommand.
-type Options struct {
-	// Streams are where commands read and write.
-	Streams genericiooptions.IOStreams
-	// ConfigFlags are the standard kubectl flags: --kubeconfig, --context,
-	// -n/--namespace and the rest.
-	ConfigFlags *genericclioptions.ConfigFlags
-	// NewClient builds the API client from ConfigFlags; tests may replace it.
-	NewClient func(flags *genericclioptions.ConfigFlags) (client.WithWatch, error)
-}
-
-// NewOptions returns Options writing to streams and reading the kubeconfig
-// the way kubectl does.
-func NewOptions(streams genericiooptions.IOStreams) *Options {
-	return &Options{
-		Streams:     streams,
-		ConfigFlags: genericclioptions.NewConfigFlags(true),
-		NewClient:   newClient,
-	}
-}
-
-// Client returns an API client for the cluster the kubectl flags select.
-func (o *Options) Client() (client.Client, error) {
-	return o.NewClient(o.ConfigFlags)
-}
-
-// WatchClient returns an API client that can also watch.
-func (o *Options) WatchClient() (client.WithWatch, error) {
-	return o.NewClient(o.ConfigFlags)
-}
-
-// FlagNamespace returns the value of -n/--namespace, "" when it is not set.
-// Offline commands use it as is and never read the kubeconfig.
-func (o *Options) FlagNamespace() string {
-	if o.ConfigFlags.Namespace == nil {
-		return ""
-	}
-	return *o.ConfigFlags.Namespace
-}
-
-// Namespace returns the namespace a cluster command works in: -n when set,
-// else the namespace of the kubeconfig's current context, else "default".
-func (o *Options) Namespace() (string, error) {
-	ns, _, err := o.ConfigFlags.ToRawKubeConfigLoader().Namespace()
-	if err != nil {
-		return "", fmt.Errorf("failed to read namespace from kubeconfig: %w", err)
-	}
-	return ns, nil
-}
-
-// newClient builds a controller-runtime client knowing the kubeskills kinds
-// from the REST config that the kubectl flags describe.
-func newClient(flags *genericclioptions.ConfigFlags) (client.WithWatch, error) {
-	cfg, err := flags.ToRESTConfig()
-	if err != nil {
-		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
-	}
-	scheme, err := kubescheme.New()
-	if err != nil {
-		return nil, err
-	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("failed to create client for %s: %w", cfg.Host, err)
-	}
-	return c, nil
-}
 
 const rootLong = `Manage kubeskills from the command line.
 
@@ -133,7 +63,7 @@ The plugin reads the kubeconfig like kubectl does; only commands that talk to
 a cluster (export NAME, approve, deny, list, doctor, mcp) use it.`
 
 // NewRootCommand returns the `kubectl skills` command and its subcommands.
-func NewRootCommand(o *Options) *cobra.Command {
+func NewRootCommand(o *cmdline.Options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "skills",
 		Short: "Manage Agent Skills and approve the commands agents ask to run",
@@ -156,8 +86,8 @@ func NewRootCommand(o *Options) *cobra.Command {
 		newApproveCommand(o),
 		newDenyCommand(o),
 		newListCommand(o),
-		newDoctorCommand(o),
-		newMCPCommand(o),
+		doctor.NewCommand(o),
+		mcpbridge.NewCommand(o),
 	)
 	return cmd
 }
@@ -171,13 +101,13 @@ func Execute(args []string, streams genericiooptions.IOStreams) int {
 // ExecuteContext is Execute with a context: commands that follow the
 // cluster (list --watch) stop when it is done.
 func ExecuteContext(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
-	cmd := NewRootCommand(NewOptions(streams))
+	cmd := NewRootCommand(cmdline.NewOptions(streams))
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(ctx)
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, ErrProblems):
+	case errors.Is(err, cmdline.ErrProblems):
 		return ExitFailed
 	}
 	printError(streams.ErrOut, err)

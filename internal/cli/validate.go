@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/skill"
 	"github.com/kubeskills/kubeskills/internal/skillsref"
 )
@@ -82,13 +83,13 @@ const validateExample = `  # Check one skill folder
 
 // validateOptions are the flags of validate.
 type validateOptions struct {
-	*Options
+	*cmdline.Options
 	recursive    bool
 	strict       bool
 	maxBodyBytes int
 }
 
-func newValidateCommand(o *Options) *cobra.Command {
+func newValidateCommand(o *cmdline.Options) *cobra.Command {
 	opts := &validateOptions{Options: o}
 	cmd := &cobra.Command{
 		Use:     "validate PATH...",
@@ -120,7 +121,7 @@ func (o *validateOptions) run(args []string) error {
 		}
 	}
 	if failed {
-		return ErrProblems
+		return cmdline.ErrProblems
 	}
 	return nil
 }

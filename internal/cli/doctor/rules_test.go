@@ -1,4 +1,4 @@
-package cli
+package doctor
 
 import (
 	"bufio"
@@ -264,7 +264,7 @@ func TestSandboxOpening(t *testing.T) {
 // policies to the ValidatingAdmissionPolicies config/admission installs,
 // each with a binding of the same name that names it.
 func TestAdmissionPoliciesMatchConfig(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "config", "admission", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "..", "config", "admission", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

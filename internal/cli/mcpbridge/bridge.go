@@ -1,4 +1,11 @@
-package cli
+// Package mcpbridge is the command `kubectl skills mcp`: it serves an
+// Agent's MCP endpoint over stdio, for MCP hosts that start their servers
+// as commands, relaying every message through a port-forward tunnel to a
+// ready pod of the agent.
+//
+// The root command of the plugin (package cli) adds it through NewCommand;
+// it shares with the other commands only package cmdline.
+package mcpbridge
 
 import (
 	"context"
@@ -15,6 +22,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
 const mcpLong = `Serve the MCP endpoint of the Agent NAME over stdio, for MCP hosts that
@@ -47,14 +56,16 @@ const mcpExample = `  # Serve the agent ops of the namespace agents to an MCP ho
   # Add it to Claude Code
   claude mcp add ops -- kubectl skills mcp --agent ops -n agents`
 
-// mcpOptions are the flags of mcp.
-type mcpOptions struct {
-	*Options
+// options are the flags of mcp.
+type options struct {
+	*cmdline.Options
 	agent string
 }
 
-func newMCPCommand(o *Options) *cobra.Command {
-	opts := &mcpOptions{Options: o}
+// NewCommand returns the command mcp, which the root command of the plugin
+// adds to its own.
+func NewCommand(o *cmdline.Options) *cobra.Command {
+	opts := &options{Options: o}
 	cmd := &cobra.Command{
 		Use:     "mcp --agent NAME",
 		Short:   "Serve an Agent's MCP endpoint over stdio, for MCP hosts",
@@ -72,7 +83,7 @@ func newMCPCommand(o *Options) *cobra.Command {
 
 // run finds the agent, opens the tunnel to its pod and relays until the
 // host is done.
-func (o *mcpOptions) run(ctx context.Context) error {
+func (o *options) run(ctx context.Context) error {
 	ns, err := o.Namespace()
 	if err != nil {
 		return err
@@ -128,7 +139,7 @@ func podEndpoint(port int32) string {
 }
 
 // explainRelay names the agent and its Secret in the relay's errors.
-func (o *mcpOptions) explainRelay(err error, t *agentTarget) error {
+func (o *options) explainRelay(err error, t *agentTarget) error {
 	switch {
 	case errors.Is(err, errTokenRefused):
 		return fmt.Errorf("agent %s/%s: %w: the token of Secret %s is not the one the agent reads (was it just changed? run again)",

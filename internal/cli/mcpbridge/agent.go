@@ -1,4 +1,4 @@
-package cli
+package mcpbridge
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
 // What the operator makes for an Agent NAME, as docs/agent.md lists it.
@@ -188,6 +189,12 @@ func pickReadyPod(pods []corev1.Pod) *corev1.Pod {
 	})
 }
 
+// podReady tells whether the pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	i := slices.IndexFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodReady })
+	return i >= 0 && pod.Status.Conditions[i].Status == corev1.ConditionTrue
+}
+
 // podPortFor resolves the Service port's target on the pod: a number as
 // is, a name through the pod's container ports, as the Service does.
 func podPortFor(pod *corev1.Pod, p corev1.ServicePort) (int32, error) {
@@ -211,14 +218,14 @@ func podPortFor(pod *corev1.Pod, p corev1.ServicePort) (int32, error) {
 // naming the rights the bridge needs when RBAC refused it.
 func explainBridgeAccess(err error, action string) error {
 	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("failed to %s: forbidden: %s (%s)", action, apiMessage(err), bridgeRights)
+		return fmt.Errorf("failed to %s: forbidden: %s (%s)", action, cmdline.APIMessage(err), bridgeRights)
 	}
 	if apierrors.IsUnauthorized(err) {
-		return fmt.Errorf("failed to %s: the API server does not know you (401): %s", action, apiMessage(err))
+		return fmt.Errorf("failed to %s: the API server does not know you (401): %s", action, cmdline.APIMessage(err))
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
-		return fmt.Errorf("failed to %s: %s", action, apiMessage(err))
+		return fmt.Errorf("failed to %s: %s", action, cmdline.APIMessage(err))
 	}
 	return fmt.Errorf("failed to %s: %w", action, err)
 }

@@ -1,4 +1,4 @@
-package cli
+package doctor
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -44,12 +45,12 @@ func failed(name, advice, format string, args ...any) checkResult {
 func writeReport(w io.Writer, results []checkResult) int {
 	failures := 0
 	for _, r := range results {
-		line := fmt.Sprintf("ok   %s: %s", r.Name, printable(r.Message))
+		line := fmt.Sprintf("ok   %s: %s", r.Name, cmdline.Printable(r.Message))
 		if !r.OK {
 			failures++
-			line = fmt.Sprintf("FAIL %s: %s", r.Name, printable(r.Message))
+			line = fmt.Sprintf("FAIL %s: %s", r.Name, cmdline.Printable(r.Message))
 			if r.Advice != "" {
-				line += ". Fix: " + printable(r.Advice)
+				line += ". Fix: " + cmdline.Printable(r.Advice)
 			}
 		}
 		_, _ = fmt.Fprintln(w, line)

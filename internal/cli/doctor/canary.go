@@ -1,4 +1,4 @@
-package cli
+package doctor
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -108,7 +109,7 @@ func (cn *canary) identityPolicy(ctx context.Context) (*skillsv1.CommandPolicy, 
 	}
 	policy := &skillsv1.CommandPolicy{}
 	if err := cn.c.Get(ctx, client.ObjectKey{Namespace: cn.ns, Name: cn.policy}, policy); err != nil {
-		return nil, "", fmt.Errorf("failed to read CommandPolicy %s/%s: %s", cn.ns, cn.policy, apiMessage(err))
+		return nil, "", fmt.Errorf("failed to read CommandPolicy %s/%s: %s", cn.ns, cn.policy, cmdline.APIMessage(err))
 	}
 	if policy.Spec.Sandbox == nil || policy.Spec.Sandbox.ServiceAccountName == "" {
 		return nil, "", fmt.Errorf("CommandPolicy %s/%s names no spec.sandbox.serviceAccountName", cn.ns, cn.policy)
@@ -149,7 +150,7 @@ func (cn *canary) prove(ctx context.Context, policy *skillsv1.CommandPolicy, ide
 	}
 	for _, obj := range objects {
 		if err := cn.c.Create(ctx, obj); err != nil {
-			return nil, fmt.Errorf("failed to create %s %s/%s: %s", cn.kindOf(obj), cn.ns, obj.GetName(), apiMessage(err))
+			return nil, fmt.Errorf("failed to create %s %s/%s: %s", cn.kindOf(obj), cn.ns, obj.GetName(), cmdline.APIMessage(err))
 		}
 	}
 	var reports [3]map[string]probeResult
@@ -195,7 +196,7 @@ func (cn *canary) apiServer(ctx context.Context, t *canaryTargets) ([]sandbox.AP
 	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: sandbox.KubernetesServiceNamespace, Name: sandbox.KubernetesServiceName}
 	if err := cn.c.Get(ctx, key, svc); err != nil {
-		return nil, fmt.Errorf("failed to read Service default/kubernetes: %s", apiMessage(err))
+		return nil, fmt.Errorf("failed to read Service default/kubernetes: %s", cmdline.APIMessage(err))
 	}
 	if svc.Spec.ClusterIP == "" || len(svc.Spec.Ports) == 0 {
 		return nil, errors.New("the Service default/kubernetes has no cluster IP and port")
@@ -209,7 +210,7 @@ func (cn *canary) apiServer(ctx context.Context, t *canaryTargets) ([]sandbox.AP
 	var slices discoveryv1.EndpointSliceList
 	if err := cn.c.List(ctx, &slices, client.InNamespace(key.Namespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
-		return nil, fmt.Errorf("failed to list the EndpointSlices of Service default/kubernetes: %s", apiMessage(err))
+		return nil, fmt.Errorf("failed to list the EndpointSlices of Service default/kubernetes: %s", cmdline.APIMessage(err))
 	}
 	endpoints := sandbox.APIServerEndpoints(slices.Items)
 	if len(endpoints) == 0 {
@@ -238,7 +239,7 @@ func (cn *canary) startTarget(ctx context.Context, t *canaryTargets) error {
 	}
 	for _, obj := range []client.Object{cn.allowAll(canaryTarget, "target", networkingv1.PolicyTypeIngress), svc, pod} {
 		if err := cn.c.Create(ctx, obj); err != nil {
-			return fmt.Errorf("failed to create %s %s/%s: %s", cn.kindOf(obj), cn.ns, obj.GetName(), apiMessage(err))
+			return fmt.Errorf("failed to create %s %s/%s: %s", cn.kindOf(obj), cn.ns, obj.GetName(), cmdline.APIMessage(err))
 		}
 	}
 	t.ServiceIP = svc.Spec.ClusterIP
@@ -375,7 +376,7 @@ func podState(pod *corev1.Pod) string {
 			state += fmt.Sprintf(", exited %d (%s)", s.State.Terminated.ExitCode, s.State.Terminated.Reason)
 		}
 	}
-	return cell(state, 300)
+	return cmdline.Cell(state, 300)
 }
 
 // deleteAll deletes every object of the namespace labelled labelDoctor and
@@ -384,7 +385,7 @@ func (cn *canary) deleteAll(ctx context.Context) error {
 	lists := []client.ObjectList{&corev1.PodList{}, &corev1.ServiceList{}, &networkingv1.NetworkPolicyList{}}
 	for _, list := range lists {
 		if err := cn.c.List(ctx, list, client.InNamespace(cn.ns), client.HasLabels{labelDoctor}); err != nil {
-			return fmt.Errorf("failed to list the canary's objects in %s: %s", cn.ns, apiMessage(err))
+			return fmt.Errorf("failed to list the canary's objects in %s: %s", cn.ns, cmdline.APIMessage(err))
 		}
 		items, err := apimeta.ExtractList(list)
 		if err != nil {
@@ -394,7 +395,7 @@ func (cn *canary) deleteAll(ctx context.Context) error {
 			obj := item.(client.Object)
 			err := cn.c.Delete(ctx, obj, client.GracePeriodSeconds(0))
 			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("failed to delete %s %s/%s: %s", cn.kindOf(obj), cn.ns, obj.GetName(), apiMessage(err))
+				return fmt.Errorf("failed to delete %s %s/%s: %s", cn.kindOf(obj), cn.ns, obj.GetName(), cmdline.APIMessage(err))
 			}
 		}
 	}

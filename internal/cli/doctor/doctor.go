@@ -1,4 +1,11 @@
-package cli
+// Package doctor is the command `kubectl skills doctor`: it tells whether a
+// cluster is fit for kubeskills, by reading it and asking the API server,
+// and proves with canary pods that a sandbox's network fence holds and that
+// its runner judges the programs a command starts.
+//
+// The root command of the plugin (package cli) adds it through NewCommand;
+// it shares with the other commands only package cmdline.
+package doctor
 
 import (
 	"context"
@@ -10,6 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
 const doctorLong = `Tell whether a cluster is fit for kubeskills, by checking it, and prove
@@ -79,17 +88,19 @@ const doctorExample = `  # Check the cluster and prove the fence in the namespac
 // operator's Deployment names one.
 const defaultToolboxImage = "docker.io/kubeskills/toolbox:dev"
 
-// doctorOptions are the flags of doctor.
-type doctorOptions struct {
-	*Options
+// options are the flags of doctor.
+type options struct {
+	*cmdline.Options
 	policy     string
 	image      string
 	timeout    time.Duration
 	skipCanary bool
 }
 
-func newDoctorCommand(o *Options) *cobra.Command {
-	opts := &doctorOptions{Options: o}
+// NewCommand returns the command doctor, which the root command of the
+// plugin adds to its own.
+func NewCommand(o *cmdline.Options) *cobra.Command {
+	opts := &options{Options: o}
 	cmd := &cobra.Command{
 		Use:     "doctor [--policy NAME] [--image IMAGE] [--timeout D] [--skip-canary]",
 		Short:   "Check that the cluster is fit for kubeskills and prove the sandbox's fence",
@@ -113,7 +124,7 @@ func newDoctorCommand(o *Options) *cobra.Command {
 }
 
 // run runs every check, prints the report and fails when a check failed.
-func (o *doctorOptions) run(ctx context.Context) error {
+func (o *options) run(ctx context.Context) error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive, not %s", o.timeout)
 	}
@@ -147,7 +158,7 @@ func (o *doctorOptions) run(ctx context.Context) error {
 		results = append(results, cn.run(ctx)...)
 	}
 	if writeReport(o.Streams.Out, results) > 0 {
-		return ErrProblems
+		return cmdline.ErrProblems
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package cli
+package doctor
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
 // kubeskillsKinds are the plural names of the CRDs the operator serves.
@@ -83,7 +84,7 @@ func describeGetError(what string, err error) string {
 	case apierrors.IsNotFound(err):
 		return what + " is missing"
 	case apierrors.IsForbidden(err):
-		return "you may not read " + what + ": " + apiMessage(err)
+		return "you may not read " + what + ": " + cmdline.APIMessage(err)
 	}
 	return fmt.Sprintf("failed to read %s: %v", what, err)
 }
@@ -95,11 +96,11 @@ func (d *doctor) checkAdmission(ctx context.Context) checkResult {
 	const advice = "install them with 'kubectl apply -k config/admission' or the chart kubeskills; without them an agent could file runs for another agent or approve as someone else"
 	var policies admissionv1.ValidatingAdmissionPolicyList
 	if err := d.c.List(ctx, &policies); err != nil {
-		return failed("admission", advice, "failed to list ValidatingAdmissionPolicies: %s", apiMessage(err))
+		return failed("admission", advice, "failed to list ValidatingAdmissionPolicies: %s", cmdline.APIMessage(err))
 	}
 	var bindings admissionv1.ValidatingAdmissionPolicyBindingList
 	if err := d.c.List(ctx, &bindings); err != nil {
-		return failed("admission", advice, "failed to list ValidatingAdmissionPolicyBindings: %s", apiMessage(err))
+		return failed("admission", advice, "failed to list ValidatingAdmissionPolicyBindings: %s", cmdline.APIMessage(err))
 	}
 	problems, names := admissionProblems(policies.Items, bindings.Items)
 	if len(problems) > 0 {
@@ -175,7 +176,7 @@ func (d *doctor) checkOperator(ctx context.Context) operatorCheck {
 	const advice = "install the operator (the chart kubeskills, or 'kubectl apply --server-side -k config/default') and read 'kubectl describe deployment' and its pods' logs"
 	var list appsv1.DeploymentList
 	if err := d.c.List(ctx, &list, client.MatchingLabels{labelComponent: "manager"}); err != nil {
-		return operatorCheck{result: failed("operator", advice, "failed to list Deployments: %s", apiMessage(err))}
+		return operatorCheck{result: failed("operator", advice, "failed to list Deployments: %s", cmdline.APIMessage(err))}
 	}
 	var found []appsv1.Deployment
 	for _, dep := range list.Items {
@@ -258,7 +259,7 @@ func (d *doctor) checkAgentRBAC(ctx context.Context) checkResult {
 	const advice = "remove the bindings that grant an agent's ServiceAccount more than its own Role agent-NAME; commands must go through CommandRuns and policies"
 	var agents skillsv1.AgentList
 	if err := d.c.List(ctx, &agents, client.InNamespace(d.ns)); err != nil {
-		return failed("agent-rbac", advice, "failed to list Agents in %s: %s", d.ns, apiMessage(err))
+		return failed("agent-rbac", advice, "failed to list Agents in %s: %s", d.ns, cmdline.APIMessage(err))
 	}
 	if len(agents.Items) == 0 {
 		return passed("agent-rbac", "no Agents in namespace %s", d.ns)
@@ -301,7 +302,7 @@ func (d *doctor) agentProblem(ctx context.Context, agent string, others []string
 	for i, row := range rows {
 		ok, err := d.allowed(ctx, sa, row.access)
 		if err != nil {
-			return fmt.Sprintf("failed to ask whether %s may %s: %s", sa, row, apiMessage(err))
+			return fmt.Sprintf("failed to ask whether %s may %s: %s", sa, row, cmdline.APIMessage(err))
 		}
 		allowed[i] = ok
 	}
@@ -389,7 +390,7 @@ func (d *doctor) checkNetworkPolicies(ctx context.Context) (checkResult, []strin
 		", or delete them; NetworkPolicies add up, so any one that selects a sandbox opens it"
 	var list networkingv1.NetworkPolicyList
 	if err := d.c.List(ctx, &list, client.InNamespace(d.ns)); err != nil {
-		return failed("netpol", advice, "failed to list NetworkPolicies in %s: %s", d.ns, apiMessage(err)), nil
+		return failed("netpol", advice, "failed to list NetworkPolicies in %s: %s", d.ns, cmdline.APIMessage(err)), nil
 	}
 	var openings, names []string
 	for i := range list.Items {

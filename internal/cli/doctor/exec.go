@@ -1,4 +1,4 @@
-package cli
+package doctor
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
@@ -88,7 +89,7 @@ func (cn *canary) runExec(ctx context.Context, runnerImage string) checkResult {
 	defer cancel()
 	pod := cn.execPod(runnerImage)
 	if err := cn.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
-		return failed("canary-exec", adviceExecInconclusive, "failed to delete the Pod %s/%s a killed run left: %s", cn.ns, pod.Name, apiMessage(err))
+		return failed("canary-exec", adviceExecInconclusive, "failed to delete the Pod %s/%s a killed run left: %s", cn.ns, pod.Name, cmdline.APIMessage(err))
 	}
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		err := cn.c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{})
@@ -98,7 +99,7 @@ func (cn *canary) runExec(ctx context.Context, runnerImage string) checkResult {
 		return failed("canary-exec", adviceExecInconclusive, "the Pod %s/%s a killed run left is still being deleted", cn.ns, pod.Name)
 	}
 	if err := cn.c.Create(ctx, pod); err != nil {
-		return failed("canary-exec", adviceExecInconclusive, "failed to create Pod %s/%s: %s", cn.ns, pod.Name, apiMessage(err))
+		return failed("canary-exec", adviceExecInconclusive, "failed to create Pod %s/%s: %s", cn.ns, pod.Name, cmdline.APIMessage(err))
 	}
 	report, err := cn.waitReport(ctx, pod.Name)
 	if err != nil {
@@ -139,21 +140,21 @@ func judgeExec(res *runner.Result) checkResult {
 		if what == "" || slices.Contains(execCanaryAwks, firstWord(what)) {
 			return failed("canary-exec", adviceExecInconclusive,
 				"the runner refused the canary's line itself, so nothing proved that it judges the programs a command starts: %s",
-				cell(refusal, 300))
+				cmdline.Cell(refusal, 300))
 		}
 		return passed("canary-exec", "a sandbox stopped a program that its command started and the policy refuses, before it ran: %s",
-			cell(refusal, 300))
+			cmdline.Cell(refusal, 300))
 	case res.ExitCode == runner.ExitRunnerFailure && strings.Contains(res.Error+res.Stderr, "supervise"):
 		return failed("canary-exec", adviceExecPtrace,
 			"the runner cannot supervise the programs a command starts on this cluster, so every sandbox refuses to run: %s",
-			cell(firstLine(res.Error, res.Stderr), 300))
+			cmdline.Cell(firstLine(res.Error, res.Stderr), 300))
 	case res.ExitCode == 0:
 		return failed("canary-exec", adviceExecUnjudged,
 			"a sandbox ran %q, which the policy refuses, because %s started it: the runner does not judge what programs start",
 			execCanaryChild, execCanaryTool)
 	}
 	return failed("canary-exec", adviceExecInconclusive, "the canary's command %q exited %d, proving nothing: %s",
-		execCanaryLine, res.ExitCode, cell(firstLine(res.Error, res.Stderr), 300))
+		execCanaryLine, res.ExitCode, cmdline.Cell(firstLine(res.Error, res.Stderr), 300))
 }
 
 // refusalLine is the runner's refusal in a result, "" when there is none.
