@@ -41,6 +41,10 @@ type ServerLimits struct {
 	// MCPMaxSessions bounds the MCP sessions open at once; a new one past
 	// that is answered 503.
 	MCPMaxSessions int
+	// MCPMaxSessionRequests bounds the requests one MCP session has in
+	// flight (calls, and streams opened by POST); the next one is answered
+	// 429. Its one GET stream is not counted: the SDK refuses a second.
+	MCPMaxSessionRequests int
 	// MCPSessionIdle closes an MCP session that sends no request for that
 	// long.
 	MCPSessionIdle time.Duration
@@ -56,6 +60,7 @@ const (
 	DefaultMaxConcurrentRequests = 32
 	DefaultMaxConnections        = 256
 	DefaultMCPMaxSessions        = 32
+	DefaultMCPMaxSessionRequests = 8
 	DefaultMCPSessionIdle        = 10 * time.Minute
 )
 
@@ -74,6 +79,9 @@ func (l ServerLimits) withDefaults() ServerLimits {
 	orDuration(&l.MCPSessionIdle, DefaultMCPSessionIdle)
 	if l.MCPMaxSessions <= 0 {
 		l.MCPMaxSessions = DefaultMCPMaxSessions
+	}
+	if l.MCPMaxSessionRequests <= 0 {
+		l.MCPMaxSessionRequests = DefaultMCPMaxSessionRequests
 	}
 	if l.MaxConcurrentRequests <= 0 {
 		l.MaxConcurrentRequests = DefaultMaxConcurrentRequests
@@ -94,6 +102,8 @@ func (l *ServerLimits) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxConcurrentRequests, "max-concurrent-requests", DefaultMaxConcurrentRequests, "Most API requests served at once; more are answered 429.")
 	fs.IntVar(&l.MaxConnections, "max-connections", DefaultMaxConnections, "Most connections served at once; more wait to be accepted.")
 	fs.IntVar(&l.MCPMaxSessions, "mcp-max-sessions", DefaultMCPMaxSessions, "Most MCP sessions open at once; a new one past that is answered 503.")
+	fs.IntVar(&l.MCPMaxSessionRequests, "mcp-max-session-requests", DefaultMCPMaxSessionRequests,
+		"Most requests one MCP session may have in flight; more are answered 429.")
 	fs.DurationVar(&l.MCPSessionIdle, "mcp-session-idle-timeout", DefaultMCPSessionIdle, "How long an MCP session may send no request before it is closed.")
 }
 

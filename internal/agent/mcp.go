@@ -58,6 +58,9 @@ const (
 	toolRunCommandDesc     = "Run a shell command in a sandboxed Kubernetes Job of this agent. The cluster's CommandPolicy decides whether it runs; a command that needs a person's approval answers at once with phase AwaitingApproval, the run's name and the approve command: poll command_status with that name. The result has phase, exitCode, stdout, stderr and the policy's decision."
 	toolCommandStatusDesc  = "Wait for a command started earlier (for example one awaiting approval) and return its result as run_command does."
 	mcpSessionsFullMessage = "the agent serves %d MCP sessions, its limit; close one or retry after idle sessions expire"
+	mcpSessionBusyMessage  = "this MCP session has %d requests in flight, its limit; retry once one of them ends"
+	// mcpSessionHeader names the session a request belongs to.
+	mcpSessionHeader = "Mcp-Session-Id"
 )
 
 // mcpEndpoint is the MCP side of a runtime.
@@ -66,6 +69,12 @@ type mcpEndpoint struct {
 	server  *mcp.Server
 	handler http.Handler
 	max     int
+
+	// inflight counts the requests each session has in flight, by session
+	// id, up to perSession; a session with none has no entry.
+	inflightMu sync.Mutex
+	inflight   map[string]int
+	perSession int
 
 	// mu guards the published skills; sync holds it while it publishes.
 	mu sync.Mutex
@@ -99,7 +108,8 @@ type commandStatusArgs struct {
 }
 
 func newMCPEndpoint(r *Runtime) (*mcpEndpoint, error) {
-	m := &mcpEndpoint{r: r, max: r.cfg.Server.MCPMaxSessions, published: map[string]*publishedSkill{}}
+	m := &mcpEndpoint{r: r, max: r.cfg.Server.MCPMaxSessions, published: map[string]*publishedSkill{},
+		inflight: map[string]int{}, perSession: r.cfg.Server.MCPMaxSessionRequests}
 	caps := &mcp.ServerCapabilities{
 		Resources: &mcp.ResourceCapabilities{ListChanged: true, Subscribe: true},
 		Tools:     &mcp.ToolCapabilities{},
@@ -151,14 +161,30 @@ func sdkLogger(log logr.Logger) *slog.Logger {
 }
 
 // ServeHTTP serves /mcp: at most max sessions at once (a new one past that
-// is answered 503), the body read within the server's read timeout, and the
-// answer allowed the time its call may take: a tool call up to
-// mcpCallWait, a stream of notifications until its session ends.
+// is answered 503), at most perSession requests of one session in flight
+// (the next is answered 429, so that one session cannot hold every slot of
+// /mcp), the body read within the server's read timeout, and the answer
+// allowed the time its call may take: a tool call up to mcpCallWait, a
+// stream of notifications until its session ends.
 func (m *mcpEndpoint) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "" && m.sessions() >= m.max {
+	session := req.Header.Get(mcpSessionHeader)
+	if req.Method == http.MethodPost && session == "" && m.sessions() >= m.max {
 		w.Header().Set("Retry-After", "10")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", fmt.Sprintf(mcpSessionsFullMessage, m.max))
 		return
+	}
+	// A session's GET stream is one at most (the SDK answers a second
+	// 409), and a DELETE ends the session: neither waits for a place.
+	if session != "" && req.Method == http.MethodPost {
+		release, ok := m.admit(session)
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusTooManyRequests, map[string]apiError{"error": {
+				Message: fmt.Sprintf(mcpSessionBusyMessage, m.perSession), Type: "rate_limit_error", Code: "rate_limit_exceeded",
+			}})
+			return
+		}
+		defer release()
 	}
 	rc := http.NewResponseController(w)
 	if req.Method == http.MethodGet || listens(req) {
@@ -190,6 +216,24 @@ func listens(req *http.Request) bool {
 type readCloser struct{ *bytes.Reader }
 
 func (readCloser) Close() error { return nil }
+
+// admit takes a place for a request of session, or tells that the session
+// has perSession requests in flight already.
+func (m *mcpEndpoint) admit(session string) (release func(), ok bool) {
+	m.inflightMu.Lock()
+	defer m.inflightMu.Unlock()
+	if m.inflight[session] >= m.perSession {
+		return nil, false
+	}
+	m.inflight[session]++
+	return func() {
+		m.inflightMu.Lock()
+		defer m.inflightMu.Unlock()
+		if m.inflight[session]--; m.inflight[session] <= 0 {
+			delete(m.inflight, session)
+		}
+	}, true
+}
 
 // sessions counts the sessions open now.
 func (m *mcpEndpoint) sessions() int {
