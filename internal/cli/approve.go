@@ -293,7 +293,7 @@ type alreadyDecidedError struct {
 }
 
 func (e *alreadyDecidedError) Error() string {
-	s := fmt.Sprintf("it was already %s by %s", strings.ToLower(string(e.approval.Decision)), orNone(cmdline.Printable(e.approval.Approver)))
+	s := fmt.Sprintf("it was already %s by %s", strings.ToLower(string(e.approval.Decision)), noneIfEmpty(cmdline.Printable(e.approval.Approver)))
 	if e.approval.Reason != "" {
 		s += fmt.Sprintf(" (%q)", e.approval.Reason)
 	}
@@ -341,7 +341,7 @@ type notAwaitingError struct {
 func (e *notAwaitingError) Error() string {
 	switch e.phase {
 	case "", skillsv1.PhasePending:
-		return "it is not awaiting approval: the operator has not judged it yet (phase " + orNone(string(e.phase)) +
+		return "it is not awaiting approval: the operator has not judged it yet (phase " + noneIfEmpty(string(e.phase)) +
 			"); try again in a moment, and check that the operator runs if it stays so"
 	}
 	s := "it is not awaiting approval: its phase is " + string(e.phase)

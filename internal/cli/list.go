@@ -225,7 +225,7 @@ func runRow(r *skillsv1.CommandRun, pending bool, now time.Time) []string {
 	if pending {
 		row = append(row, cmdline.Cell(r.Spec.RequestedBy, 64), deadlineCell(r, now))
 	} else {
-		row = append(row, orNone(string(r.Status.Phase)), actionCell(r), exitCell(r))
+		row = append(row, noneIfEmpty(string(r.Status.Phase)), actionCell(r), exitCell(r))
 	}
 	return append(row, ageCell(r, now))
 }
@@ -235,7 +235,7 @@ func phaseCell(r *skillsv1.CommandRun) string {
 	if r.DeletionTimestamp != nil {
 		return "Deleted"
 	}
-	return orNone(string(r.Status.Phase))
+	return noneIfEmpty(string(r.Status.Phase))
 }
 
 func actionCell(r *skillsv1.CommandRun) string {
@@ -273,7 +273,9 @@ func deadlineCell(r *skillsv1.CommandRun, now time.Time) string {
 	return fmt.Sprintf("%s (%s)", at.UTC().Format(time.RFC3339), when)
 }
 
-func orNone(s string) string {
+// noneIfEmpty is s, or <none> (as kubectl prints a field without a value)
+// when s is empty.
+func noneIfEmpty(s string) string {
 	if s == "" {
 		return "<none>"
 	}
