@@ -215,9 +215,11 @@ func chatFailure(err error) (int, string, string) {
 }
 
 // streamChat answers as server-sent chat.completion.chunk events: the role
-// at once, SSE comments while the tool loop runs, then the final message,
-// its finish reason, the usage when asked, and `data: [DONE]`. A failure
-// after the stream started is sent as an event with an error object.
+// at once, SSE comments while the tool loop runs, then the final message
+// in deltas of bounded size, its finish reason, the usage when asked, and
+// `data: [DONE]`. A failure after the stream started is sent as an event
+// with an error object, its message cut to a bounded size. See sse.go for
+// the bounds.
 func (r *Runtime) streamChat(ctx context.Context, w http.ResponseWriter, msgs []Message, attempt Attempt, includeUsage bool) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -265,10 +267,12 @@ func (r *Runtime) streamChat(ctx context.Context, w http.ResponseWriter, msgs []
 			ctrl.LoggerFrom(ctx).Error(res.err, msg)
 			msg = fmt.Sprintf("%s (request id %s)", msg, requestID(ctx))
 		}
-		send(map[string]any{"error": apiError{Message: msg, Type: typ}})
+		send(map[string]any{"error": apiError{Message: truncateText(msg, sseMaxMessageBytes), Type: typ}})
 		return
 	}
-	send(chunk(&chatContent{Content: &res.reply.Content}, nil))
+	for _, delta := range splitText(res.reply.Content, streamDeltaBytes) {
+		send(chunk(&chatContent{Content: &delta}, nil))
+	}
 	send(chunk(&chatContent{}, &res.reply.FinishReason))
 	if includeUsage {
 		usage := res.reply.Usage
