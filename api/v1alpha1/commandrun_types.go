@@ -319,6 +319,10 @@ type CommandResult struct {
 	// +optional
 	Duration *metav1.Duration `json:"duration,omitempty"`
 
+	// timedOut is true when the command was stopped at its timeout.
+	// +optional
+	TimedOut bool `json:"timedOut,omitempty"`
+
 	// message says why the command did not run to its own end: it timed
 	// out, its shell could not start, or the sandbox failed.
 	// +optional

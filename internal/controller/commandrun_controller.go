@@ -107,7 +107,8 @@ func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 		Complete(r)
 }
 
-// Reconcile moves a run along its life; status is written once, at the end.
+// Reconcile moves a run along its life. Its status is written before each
+// side effect that depends on it (runPass), and once more at the end.
 func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	run := &skillsv1.CommandRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
@@ -119,63 +120,58 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !run.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	before := run.DeepCopy()
-	result, passErr := r.reconcile(ctx, run, false)
-	if passErr == nil && unjudged(before) && run.Status.JobName == "" && (run.Status.Decision != nil || run.Status.Phase.Terminal()) {
-		// A first verdict that starts no Job (Never, Ask, or a run that
-		// cannot be judged): a pass whose status write was lost may have
-		// started one the cache does not hold yet. Judge again, with the
-		// API server asked for the Job, rather than record a verdict the
-		// command does not run under.
-		*run = *before.DeepCopy()
-		result, passErr = r.reconcile(ctx, run, true)
-	}
-	if passErr != nil && run.Status.Phase == "" {
+	read := run.DeepCopy()
+	p := newRunPass(r.Client, run)
+	result, passErr := r.reconcile(ctx, p)
+	switch {
+	case errors.Is(passErr, errRunChanged):
+		// The pass read the run before a change the cache did not show
+		// yet, such as an approval or its result: the next pass reads it
+		// anew.
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
+	case apierrors.IsNotFound(passErr):
+		return ctrl.Result{}, nil
+	case passErr != nil && run.Status.Phase == "":
 		// Not judged yet: say so, rather than leave a run without conditions.
 		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", passErr))
 	}
-	if !before.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
+	if !read.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
 		// Come back once the status is written, to prune the history.
 		result = ctrl.Result{RequeueAfter: time.Second}
 	}
-	if err := patchStatusLocked(ctx, r.Client, before, run, before.Status, run.Status); apierrors.IsConflict(err) {
-		// The pass read the run before a change the cache did not show
-		// yet, such as its result: the next pass reads it anew.
+	if err := p.record(ctx); errors.Is(err, errRunChanged) {
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
-	} else if err != nil {
+	} else if client.IgnoreNotFound(err) != nil {
 		return result, errors.Join(passErr, err)
 	}
-	r.recordTransition(before, run)
+	r.recordTransition(read, run)
+	p.flush()
 	return result, passErr
 }
 
 // reconcile is the ordered list of steps:
 //  1. a finished run only waits for history collection;
-//  2. a run whose Job was created follows it: the Job holds the content
-//     the run was judged on, and its result ends the run (Succeeded,
-//     Failed or TimedOut);
+//  2. a run whose status names its Job follows it: the Job holds the
+//     content the run was judged on, and its result ends the run
+//     (Succeeded, Failed or TimedOut);
 //  3. otherwise the run's policy and skill are read as they are now; the
 //     decision is taken once and recorded with that content, and taken
 //     again when the content changed since (Never ends the run: Denied);
 //  4. Ask waits for an approval of the decision in force until the policy's
 //     approval timeout (AwaitingApproval, then Denied or Expired);
-//  5. Always or approved: the sandbox Job is created from the content the
-//     decision was taken on, and records the decision in the same write
-//     (Running). A Job never runs under a decision that is not recorded:
-//     a pass that finds the Job follows it (step 2) under the decision it
-//     records, even when the status that said so was never written.
-//
-// A Job the cache does not hold is looked for on the API server when the
-// run has a decision, or when lookup says so.
-func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.CommandRun, lookup bool) (ctrl.Result, error) {
+//  5. Always or approved: the status names the Job and says Running, and
+//     once that is stored the sandbox Job is created from the content the
+//     decision was taken on.
+func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.Result, error) {
+	run := p.run
 	// A change to an ended run (an approval that came too late) is observed,
 	// though it changes nothing else: kstatus reads observedGeneration.
 	run.Status.ObservedGeneration = run.Generation
 	if run.Status.Phase.Terminal() {
-		return r.collect(ctx, run)
+		return r.tidyEnded(ctx, run)
 	}
 	run.Status.ShortCommand = shortCommand(run.Spec.Command)
-	if following, wait, err := r.runsJob(ctx, run, lookup || !unjudged(run)); following || err != nil {
+	if following, wait, err := r.runsJob(ctx, p); following || err != nil {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	pol, skl, reason, err := r.resolve(ctx, run)
@@ -196,7 +192,7 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.Comm
 			return ctrl.Result{}, err
 		}
 		if changed != "" {
-			r.judgeAgain(run, pol, skl, changed)
+			r.judgeAgain(p, pol, skl, changed)
 		}
 	}
 	switch d := run.Status.Decision; {
@@ -213,7 +209,7 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, run *skillsv1.Comm
 			return ctrl.Result{}, nil
 		}
 	}
-	return ctrl.Result{}, r.startJob(ctx, run, pol, skl)
+	return ctrl.Result{}, r.startJob(ctx, p, pol, skl)
 }
 
 // decide judges the command against the policy, narrowed by the skill's
@@ -246,6 +242,9 @@ func (r *CommandRunReconciler) decide(run *skillsv1.CommandRun, pol *skillsv1.Co
 		StartsPrograms:   starts,
 		TrustedPrograms:  trusted,
 	}
+	// No Job was created under an earlier decision (reconcile follows
+	// one that was): the one it named is not made.
+	run.Status.JobName, run.Status.ServiceAccountName = "", ""
 	run.Status.ApprovalDeadline = nil
 	if d.Action == policy.Ask {
 		run.Status.Decision.Approvers = pol.Spec.Approval.DeepCopy()
@@ -374,14 +373,14 @@ func expiredMessage(t skillsv1.Tally) string {
 const admissionHint = "The ValidatingAdmissionPolicy kubeskills-commandrun-identity and its binding, which refuse such " +
 	"an approval, are not in force on this cluster"
 
-// collect applies the policy's history to the finished runs of the run's
+// tidyEnded applies the policy's history to the finished runs of the run's
 // agent: those older than maxAge or beyond the newest maxRuns are deleted,
 // with their Jobs and NetworkPolicies. Each run that finishes does it, so
 // the history is pruned as runs end; the run comes back when it ages out,
 // or sooner when its Job is due for deletion (retireJob): a Job is kept
 // for a time after the run's result is recorded, and the run for as long
 // as the history says, whether its Job is there or not.
-func (r *CommandRunReconciler) collect(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
+func (r *CommandRunReconciler) tidyEnded(ctx context.Context, run *skillsv1.CommandRun) (ctrl.Result, error) {
 	maxRuns, maxAge, err := r.history(ctx, run)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -469,12 +468,6 @@ func (r *CommandRunReconciler) deleteRun(ctx context.Context, run *skillsv1.Comm
 		return fmt.Errorf("failed to delete CommandRun %s: %w", klog.KObj(run), err)
 	}
 	return nil
-}
-
-// unjudged tells whether a run has no decision and no Job as far as its
-// status says. A Job may still exist: its status write may have been lost.
-func unjudged(run *skillsv1.CommandRun) bool {
-	return run.Status.Decision == nil && run.Status.JobName == ""
 }
 
 // recordTransition emits an Event for each change of phase.

@@ -22,155 +22,102 @@ import (
 )
 
 // refuseStatus has the API server refuse, in namespace ns, every status
-// write of a CommandRun that says phase, as a write lost to a network fault
-// or an API server restart would be. It returns a function that lifts the
-// refusal.
-func refuseStatus(t *testing.T, ns string, phase skillsv1.RunPhase) (lift func()) {
+// write of a CommandRun that says phase (and, with withResult, carries a
+// result), as a write lost to a network fault or an API server restart
+// would be. It returns a function that lifts the refusal.
+func refuseStatus(t *testing.T, ns string, phase skillsv1.RunPhase, withResult bool) (lift func()) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
-	name := "test-refuse-status-" + ns
-	pol := &admissionv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule: admissionv1.Rule{APIGroups: []string{skillsv1.GroupVersion.Group}, APIVersions: []string{"*"},
-						Resources: []string{"commandruns/status"}},
-				},
-			}}},
-			Validations: []admissionv1.Validation{{
-				Expression: fmt.Sprintf("!has(object.status) || !has(object.status.phase) || object.status.phase != '%s'", phase),
-				Message:    fmt.Sprintf("status writes that say %s are refused", phase),
-				Reason:     ptr.To(metav1.StatusReasonForbidden),
-			}},
-		},
+	refused := fmt.Sprintf("has(object.status) && has(object.status.phase) && object.status.phase == '%s'", phase)
+	probe := fmt.Sprintf(`{"status":{"phase":%q}}`, phase)
+	if withResult {
+		refused += " && has(object.status.result)"
+		probe = fmt.Sprintf(`{"status":{"phase":%q,"result":{"exitCode":0}}}`, phase)
 	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        name,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny},
-			MatchResources: &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns},
-			}},
-		},
-	}
-	g.Expect(k8s.Create(ctx, pol)).To(Succeed())
-	g.Expect(k8s.Create(ctx, binding)).To(Succeed())
-	lift = func() {
-		_ = k8s.Delete(ctx, binding)
-		_ = k8s.Delete(ctx, pol)
-	}
+	lift, err := env.RefuseStatusWrites(ctx, ns, "commandruns", refused)
+	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(lift)
 
 	// In force once a probe's status is refused. The probe names no agent,
 	// so the operator only denies it.
-	probe := newRun(ns, "probe", "echo probe")
-	probe.Spec.Agent = "ghost"
-	g.Expect(k8s.Create(ctx, probe)).To(Succeed())
-	patch := fmt.Appendf(nil, `{"status":{"phase":%q}}`, phase)
+	name := "probe-" + strings.ToLower(string(phase))
+	if withResult {
+		name += "-result"
+	}
+	run := newRun(ns, name, "echo probe")
+	run.Spec.Agent = "ghost"
+	g.Expect(k8s.Create(ctx, run)).To(Succeed())
 	g.Eventually(func() error {
-		return k8s.Status().Patch(ctx, probe, client.RawPatch("application/merge-patch+json", patch))
+		return k8s.Status().Patch(ctx, run, client.RawPatch("application/merge-patch+json", []byte(probe)))
 	}, timeout, interval).Should(Satisfy(apierrors.IsForbidden), "the refusal never came into force")
 	return lift
 }
 
-// TestRunDecisionIsRecordedWithItsJob: the Job records the decision it is
-// made under, in the write that creates it, so a status write lost after
-// the Job started loses no record of the decision it runs under; and a
-// policy edited while the run's status could not be written does not judge
-// a running command again.
-func TestRunDecisionIsRecordedWithItsJob(t *testing.T) {
+// TestNoJobBeforeItsDecisionIsRecorded: the status records the decision,
+// and that the run is Running in a named Job, before the Job is created.
+// While that write is refused, no Job is made. The decision never having
+// been recorded, the run is judged on the policy as it is once writes
+// succeed again: edited meanwhile to refuse the command, it denies it, and
+// the command never ran.
+func TestNoJobBeforeItsDecisionIsRecorded(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
-	lift := refuseStatus(t, ns, skillsv1.PhaseRunning)
+	lift := refuseStatus(t, ns, skillsv1.PhaseRunning, false)
 
 	g.Expect(k8s.Create(ctx, newRun(ns, "durable", "echo hello"))).To(Succeed())
-	g.Eventually(func(g Gomega) { g.Expect(jobs(g, ns, "durable")).To(HaveLen(1)) }, timeout, interval).Should(Succeed())
-	d, ok := sandbox.DecisionOf(&jobs(g, ns, "durable")[0])
-	g.Expect(ok).To(BeTrue(), "the Job exists, so the decision it runs under must be recorded")
-	g.Expect(d.Action).To(Equal(skillsv1.ActionAlways))
-	g.Expect(d.PolicyGeneration).To(Equal(int64(1)))
+	g.Consistently(func(g Gomega) {
+		g.Expect(jobs(g, ns, "durable")).To(BeEmpty(), "a Job was created under a decision the status does not hold")
+	}, 2*time.Second, interval).Should(Succeed())
 	run := &skillsv1.CommandRun{}
 	g.Expect(k8s.Get(ctx, keyOf(ns, "durable"), run)).To(Succeed())
 	g.Expect(run.Status.Phase).NotTo(Equal(skillsv1.PhaseRunning), "the status write was not refused")
+	g.Expect(run.Status.JobName).To(BeEmpty())
 
-	// The policy now refuses the command; the Job already runs under the
-	// decision recorded, which no later pass may replace.
 	pol := &skillsv1.CommandPolicy{}
 	g.Expect(k8s.Get(ctx, keyOf(ns, "ops-policy"), pol)).To(Succeed())
 	pol.Spec.Rules = []skillsv1.PolicyRule{{Pattern: "echo *", Action: skillsv1.ActionNever, Description: "no more echo"}}
 	g.Expect(k8s.Update(ctx, pol)).To(Succeed())
 	lift()
 
-	got := waitPhase(t, ns, "durable", skillsv1.PhaseRunning)
-	want := func(g Gomega, run *skillsv1.CommandRun) {
-		g.Expect(run.Status.Decision).NotTo(BeNil())
-		g.Expect(run.Status.Decision.Action).To(Equal(skillsv1.ActionAlways))
-		g.Expect(run.Status.Decision.PolicyGeneration).To(Equal(int64(1)))
-		g.Expect(run.Status.Decision.JudgedAgain).To(BeEmpty())
-	}
-	want(g, got)
-	g.Expect(got.Status.JobName).To(Equal("durable"))
-	// Once the status holds it, an edit of the Job's record changes
-	// nothing.
-	job := jobs(g, ns, "durable")[0]
-	forged := job.DeepCopy()
-	forged.Annotations[sandbox.AnnotationDecision] = `{"action":"Ask","policy":"ops-policy","policyGeneration":9}`
-	g.Expect(k8s.Patch(ctx, forged, client.MergeFrom(&job))).To(Succeed())
-	g.Consistently(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, keyOf(ns, "durable"), got)).To(Succeed())
-		g.Expect(got.Status.Phase).To(Equal(skillsv1.PhaseRunning))
-		want(g, got)
-	}, time.Second, interval).Should(Succeed())
-
-	finishJob(t, ns, "durable", &runner.Result{Stdout: "hello\n"}, false)
-	done := waitPhase(t, ns, "durable", skillsv1.PhaseSucceeded)
-	want(g, done)
-	g.Expect(done.Status.Result.Stdout).To(Equal("hello\n"))
+	got := waitPhase(t, ns, "durable", skillsv1.PhaseDenied)
+	g.Expect(got.Status.Decision.PolicyGeneration).To(Equal(int64(2)))
+	g.Expect(got.Status.JobName).To(BeEmpty())
+	g.Expect(jobs(g, ns, "durable")).To(BeEmpty())
 }
 
-// TestUnjudgedRunFollowsAJobTheCacheDoesNotHold: a run whose status says
-// nothing yet may have a Job, made by a pass whose status write was lost,
-// that the cache does not hold yet. A first verdict that would start no
-// Job (here Never, the policy having changed since) is not written before
-// the API server is asked: the run follows the Job, under the decision
-// the Job records.
-func TestUnjudgedRunFollowsAJobTheCacheDoesNotHold(t *testing.T) {
+// TestForeignJobIsNeverTheRunsRecord: a Job made by someone else under the
+// run's name and owned by the run, before the operator makes one, is never
+// taken as the run's: the run fails saying so, and neither the decision the
+// Job claims nor its output becomes the record.
+func TestForeignJobIsNeverTheRunsRecord(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := commandSetup(t, func(p *skillsv1.CommandPolicy) {
-		p.Spec.Rules = []skillsv1.PolicyRule{{Pattern: "echo *", Action: skillsv1.ActionNever, Description: "no echo"}}
-	})
-	lift := refuseStatus(t, ns, skillsv1.PhaseDenied)
-	run := newRun(ns, "lost", "echo lost")
+	ns := commandSetup(t, nil)
+	run := newRun(ns, "forged", "kubectl rollout restart deploy/web")
 	g.Expect(k8s.Create(ctx, run)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(eventReasons(g, run)).To(BeEmpty())
-		g.Expect(k8s.Get(ctx, keyOf(ns, "lost"), run)).To(Succeed())
-		g.Expect(run.Status.Phase).To(BeEmpty())
-	}, timeout, interval).Should(Succeed())
+	run = waitPhase(t, ns, "forged", skillsv1.PhaseAwaitingApproval)
 
-	// The Job an earlier pass made under Always, as the operator makes it
-	// but without the label its cache selects by.
-	decided := run.DeepCopy()
-	decided.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAlways, Rule: "echo *", Policy: "ops-policy", PolicyGeneration: 1}
-	job := sandbox.Job(sandbox.Params{Run: decided, RunnerImage: operatortest.Image, DefaultImage: operatortest.SandboxImage})
-	delete(job.Labels, sandbox.LabelCommandRun)
+	// The Job someone made: as the operator makes it, with the decision
+	// forged to Always.
+	forged := run.DeepCopy()
+	forged.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAlways, Rule: "*", Policy: "ops-policy", PolicyGeneration: 1}
+	job := sandbox.Job(sandbox.Params{Run: forged, RunnerImage: operatortest.Image, DefaultImage: operatortest.SandboxImage})
 	g.Expect(k8s.Create(ctx, job)).To(Succeed())
-	lift()
-
-	got := waitPhase(t, ns, "lost", skillsv1.PhaseRunning)
-	g.Expect(got.Status.JobName).To(Equal("lost"))
-	g.Expect(got.Status.Decision).To(Equal(decided.Status.Decision))
+	g.Expect(operator.FinishJob(ctx, k8s, ns, "forged", &runner.Result{Stdout: "forged output\n"}, false)).To(Succeed())
 	g.Consistently(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, keyOf(ns, "lost"), got)).To(Succeed())
-		g.Expect(got.Status.Phase).To(Equal(skillsv1.PhaseRunning))
+		g.Expect(k8s.Get(ctx, keyOf(ns, "forged"), run)).To(Succeed())
+		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseAwaitingApproval), "a Job the status does not name was followed")
 	}, time.Second, interval).Should(Succeed())
+
+	run.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "planned"}
+	g.Expect(k8s.Update(ctx, run)).To(Succeed())
+	got := waitPhase(t, ns, "forged", skillsv1.PhaseFailed)
+	g.Expect(condition(got.Status.Conditions, skillsv1.SucceededCondition).Message).To(ContainSubstring(
+		`A Job named "forged" exists that this run did not create`))
+	g.Expect(got.Status.Decision.Action).To(Equal(skillsv1.ActionAsk))
+	g.Expect(got.Status.Result).To(BeNil())
 }
 
 // withoutIdentityAdmission makes sure the admission policy that keeps a

@@ -28,40 +28,46 @@ const (
 	resultPoll = time.Second
 )
 
-// runsJob follows the run's Job once it exists (follow), recording the
-// command's result once its pod or the Job has ended, and reports whether
-// it did: the run is then past judging, and wait is when to look again. A
-// Job the cache does not hold is looked for on the API server when lookup
-// is set; a run with no decision that would start one finds it when it
-// tries (startJob), and any other asks with lookup (Reconcile). A
-// Job of the run's name that the run does not own is never adopted: the
-// run fails. So does a run whose Job was deleted before it reported a
-// result, rather than run its command twice.
-func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.CommandRun, lookup bool) (following bool, wait time.Duration, err error) {
+// runsJob follows the Job the run's status names, recording the command's
+// result once its pod or the Job has ended, and reports whether it did: the
+// run is then past judging, and wait is when to look again. A Job the cache
+// does not hold is looked for on the API server. A status that names a Job
+// with no start time is a Job not created yet, or created by a pass whose
+// next write was lost: the run follows it when it exists, and goes on to
+// create it otherwise. A Job the run does not own is never followed: the run
+// fails. So does a run whose Job was deleted before it reported a result,
+// rather than run its command twice.
+func (r *CommandRunReconciler) runsJob(ctx context.Context, p *runPass) (following bool, wait time.Duration, err error) {
+	run := p.run
+	if run.Status.JobName == "" {
+		return false, 0, nil
+	}
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Status.JobName}
 	job := &batchv1.Job{}
-	err = r.Get(ctx, client.ObjectKeyFromObject(run), job)
-	if apierrors.IsNotFound(err) && lookup {
-		// The cache may not hold a Job created a moment ago, by a pass
-		// whose status was never written: the run must follow it, not be
-		// judged again.
-		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(run), job)
-		if apierrors.IsNotFound(err) && run.Status.JobName != "" {
-			endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("The run's Job %s was deleted before it reported a result", run.Status.JobName), r.now())
-			return true, 0, nil
-		}
+	err = r.Get(ctx, key, job)
+	if apierrors.IsNotFound(err) {
+		err = r.APIReader.Get(ctx, key, job)
 	}
 	switch {
-	case apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err) && run.Status.StartTime == nil:
 		return false, 0, nil
+	case apierrors.IsNotFound(err) && run.Status.Result != nil:
+		// Deleted after its result was recorded, and so its pod.
+		return true, 0, r.endWithResult(ctx, p, nil)
+	case apierrors.IsNotFound(err):
+		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("The run's Job %s was deleted before it reported a result", run.Status.JobName), r.now())
+		return true, 0, nil
 	case err != nil:
-		return false, 0, fmt.Errorf("failed to get Job %s: %w", klog.KObj(run), err)
+		return false, 0, fmt.Errorf("failed to get Job %s: %w", key, err)
 	case !isControlledBy(job, run):
 		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run does not own", job.Name), r.now())
 		return true, 0, nil
 	}
-	follow(run, job)
 	if run.Status.StartTime == nil {
 		run.Status.StartTime = job.CreationTimestamp.DeepCopy()
+	}
+	if run.Status.Result != nil {
+		return true, 0, r.endWithResult(ctx, p, job)
 	}
 	finished, deadlineExceeded := jobFinished(job)
 	var res *runner.Result
@@ -93,15 +99,26 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, run *skillsv1.Comman
 	if err != nil {
 		return true, 0, fmt.Errorf("failed to read the result of Job %s: %w", klog.KObj(job), err)
 	}
-	if run.Status.ServiceAccountName != "" {
-		if err := r.retireToken(ctx, job); err != nil {
-			return true, 0, err
+	run.Status.Result = resultStatus(res, deadlineExceeded)
+	return true, 0, r.endWithResult(ctx, p, job)
+}
+
+// endWithResult ends a run whose result is in its status. For a run with an
+// identity, the sandbox's pods go first, with the token bound to them (a
+// command that printed it hands the agent, which reads a result only once
+// the run has ended, a dead credential); the result is stored before they
+// do, so a write lost after that loses nothing. job is nil when it is gone.
+func (r *CommandRunReconciler) endWithResult(ctx context.Context, p *runPass, job *batchv1.Job) error {
+	run := p.run
+	if run.Status.ServiceAccountName != "" && job != nil {
+		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("The command ended; deleting the pods of Job %s, which hold its credential", job.Name))
+		if err := p.then(ctx, func() error { return r.retireToken(ctx, job) }); err != nil {
+			return err
 		}
 	}
-	run.Status.Result = resultStatus(res)
-	phase, msg := finishedPhase(res, deadlineExceeded)
+	phase, msg := finishedPhase(run.Status.Result)
 	endRun(run, phase, msg, r.now())
-	return true, 0, nil
+	return nil
 }
 
 // jobEnding tells whether the Job controller has decided that a Job fails
@@ -247,9 +264,13 @@ func (r *CommandRunReconciler) podsRun(ctx context.Context, run *skillsv1.Comman
 // startJob makes sure the sandbox is fenced, then creates its Job, from the
 // policy and skill the decision was taken on (reconcile has checked that
 // they did not change since): the runner gets that policy, and the skill's
-// shards are unpacked only when they hold the content of the decision.
-func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.CommandRun, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill) error {
-	p := sandbox.Params{
+// shards are unpacked only when they hold the content of the decision. The
+// status names the Job and says Running before the Job is created
+// (runPass); a Job of that name that this pass did not create is never
+// taken as the run's.
+func (r *CommandRunReconciler) startJob(ctx context.Context, p *runPass, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill) error {
+	run := p.run
+	params := sandbox.Params{
 		Run: run, Policy: pol, Skill: skl, SkillHash: run.Status.Decision.SkillHash,
 		RunnerImage: r.RunnerImage, DefaultImage: r.SandboxImage,
 		RunnerFromImage: r.RunnerFromImage != nil && r.RunnerFromImage(),
@@ -257,51 +278,35 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, run *skillsv1.Comma
 	// Only the approvals the run's decision requires let the sandbox run
 	// what the policy asks about: an approval of an earlier decision, the
 	// requester's own or too few of them are none.
-	p.Approved = run.Tally().Approved()
-	p.Timeout = sandbox.ResolveTimeout(run, pol)
-	if ok, err := r.identity(ctx, run, pol, &p); !ok || err != nil {
+	params.Approved = run.Tally().Approved()
+	params.Timeout = sandbox.ResolveTimeout(run, pol)
+	if ok, err := r.identity(ctx, run, pol, &params); !ok || err != nil {
 		return err
 	}
-	if fenced, err := r.fenced(ctx, run, p); !fenced || err != nil {
+	if fenced, err := r.ensureFenced(ctx, run, params); !fenced || err != nil {
 		return err
 	}
 	targets, err := r.fenceTargets(ctx)
 	if err != nil {
 		return err
 	}
-	p.FenceCheck = sandbox.FenceCheck(p, targets)
-	job := sandbox.Job(p)
-	err = r.Create(ctx, job)
-	if apierrors.IsAlreadyExists(err) {
-		// Created by another manager, or by a pass whose status was not
-		// written, or by someone else, which is never adopted.
-		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), job)
-		if err == nil && !isControlledBy(job, run) {
-			endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run does not own", job.Name), r.now())
-			return nil
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("failed to create Job %s: %w", klog.KObj(run), err)
-	}
-	follow(run, job)
-	run.Status.StartTime = &metav1.Time{Time: r.now()}
-	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", run.Name))
-	return nil
-}
-
-// follow records in the run what its Job says: its name, the identity its
-// pod runs as and, until the run's status names the Job, the decision the
-// Job was made under (a Job of an earlier version records none), which
-// stands whatever the status said. The status that first names the Job
-// holds that decision, so a later edit of the Job's annotation changes no
-// record.
-func follow(run *skillsv1.CommandRun, job *batchv1.Job) {
-	if d, ok := sandbox.DecisionOf(job); ok && run.Status.JobName == "" {
-		run.Status.Decision = d
-	}
+	params.FenceCheck = sandbox.FenceCheck(params, targets)
+	job := sandbox.Job(params)
 	run.Status.JobName = job.Name
 	run.Status.ServiceAccountName = job.Spec.Template.Spec.ServiceAccountName
+	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Creating Job %s", job.Name))
+	err = p.then(ctx, func() error { return r.Create(ctx, job) })
+	if apierrors.IsAlreadyExists(err) {
+		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run did not create; "+
+			"it is never taken as the run's, and the command did not run", job.Name), r.now())
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("failed to create Job %s: %w", klog.KObj(job), err)
+	}
+	run.Status.StartTime = &metav1.Time{Time: r.now()}
+	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
+	return nil
 }
 
 // identity prepares a run whose policy names a ServiceAccount: the
@@ -336,13 +341,13 @@ func (r *CommandRunReconciler) identity(ctx context.Context, run *skillsv1.Comma
 	return true, nil
 }
 
-// fenced makes sure the fences of the run's agent that its pod needs
+// ensureFenced makes sure the fences of the run's agent that its pod needs
 // exist before the Job does, so the pod never runs unfenced: the base
 // fence and the fence of the egress the run's policy allows. Both are
 // usually there, made with the agent, and read from the cache. A run whose
 // fences cannot be had fails, and no Job is created. It reports whether
 // the run is fenced.
-func (r *CommandRunReconciler) fenced(ctx context.Context, run *skillsv1.CommandRun, p sandbox.Params) (bool, error) {
+func (r *CommandRunReconciler) ensureFenced(ctx context.Context, run *skillsv1.CommandRun, p sandbox.Params) (bool, error) {
 	agent := &skillsv1.Agent{}
 	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Agent}, agent)
 	switch {

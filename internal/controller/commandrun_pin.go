@@ -62,17 +62,18 @@ func (r *CommandRunReconciler) checkContent(ctx context.Context, run *skillsv1.C
 }
 
 // judgeAgain replaces the run's decision with one taken on the content as
-// it is now, and says so in the decision, in an Event and, when a person
-// must decide again, in the run's conditions.
-func (r *CommandRunReconciler) judgeAgain(run *skillsv1.CommandRun, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill, changed string) {
+// it is now, and says so in the decision, in an Event once the pass is
+// recorded and, when a person must decide again, in the run's conditions.
+func (r *CommandRunReconciler) judgeAgain(p *runPass, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill, changed string) {
+	run := p.run
 	before := run.Status.Decision.Action
 	r.decide(run, pol, skl, changed)
 	after := skillsv1.ActionNever
 	if run.Status.Decision != nil {
 		after = run.Status.Decision.Action
 	}
-	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, "JudgedAgain", "Judge", "%s",
-		eventNote(fmt.Sprintf("Judged again before the command ran, because %s: %s, was %s", changed, after, before)))
+	note := eventNote(fmt.Sprintf("Judged again before the command ran, because %s: %s, was %s", changed, after, before))
+	p.event(func() { r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, "JudgedAgain", "Judge", "%s", note) })
 }
 
 // awaitingMessage tells a person what the run waits for, how many
@@ -99,8 +100,8 @@ func awaitingMessage(run *skillsv1.CommandRun, t skillsv1.Tally) string {
 		return fmt.Sprintf("Judged again because %s. %s", d.JudgedAgain, ask)
 	case stale != nil:
 		return fmt.Sprintf("The approval by %s names another decision (policy generation %d, skill %s) than the run's "+
-			"(policy generation %d, skill %s). %s", stale.Approver, stale.PolicyGeneration, orNone(shortHash(stale.SkillHash)),
-			d.PolicyGeneration, orNone(shortHash(d.SkillHash)), ask)
+			"(policy generation %d, skill %s). %s", stale.Approver, stale.PolicyGeneration, noneIfEmpty(shortHash(stale.SkillHash)),
+			d.PolicyGeneration, noneIfEmpty(shortHash(d.SkillHash)), ask)
 	}
 	return ask
 }
@@ -121,7 +122,7 @@ func shortHash(h string) string {
 	return h
 }
 
-func orNone(s string) string {
+func noneIfEmpty(s string) string {
 	if s == "" {
 		return "none"
 	}

@@ -172,12 +172,12 @@ func neverRan(pod *corev1.Pod) string {
 }
 
 // retireToken deletes the finished sandbox pods of a run that had an
-// identity, before its result is recorded. Their ServiceAccount token is
-// bound to the pod, so the API server refuses it once the pod is gone: a
-// command that printed its token (cat is allowed by many read-only
-// policies) hands the agent a dead credential, since the agent sees the
-// output only in the recorded result. The pods have ended, so nothing is
-// cut short; each is deleted at once, and only the pod that was read.
+// identity, once its result is stored and before the run ends. Their
+// ServiceAccount token is bound to the pod, so the API server refuses it
+// once the pod is gone: a command that printed its token (cat is allowed by
+// many read-only policies) hands the agent a dead credential, since the
+// agent reads the output only once the run has ended. The pods have ended,
+// so nothing is cut short; each is deleted at once.
 func (r *CommandRunReconciler) retireToken(ctx context.Context, job *batchv1.Job) error {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{sandbox.LabelCommandRun: job.Labels[sandbox.LabelCommandRun]}); err != nil {
@@ -190,7 +190,7 @@ func (r *CommandRunReconciler) retireToken(ctx context.Context, job *batchv1.Job
 		}
 		err := r.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("failed to delete sandbox pod %s, whose token must die before its result is recorded: %w", klog.KObj(pod), err)
+			return fmt.Errorf("failed to delete sandbox pod %s, whose token must die before its run ends: %w", klog.KObj(pod), err)
 		}
 	}
 	return nil

@@ -65,8 +65,9 @@ func denyRun(run *skillsv1.CommandRun, reason string, now time.Time) {
 	endRun(run, skillsv1.PhaseDenied, "Denied: "+reason, now)
 }
 
-// resultStatus converts the runner's report into the run's status result.
-func resultStatus(r *runner.Result) *skillsv1.CommandResult {
+// resultStatus converts the runner's report into the run's status result;
+// the command timed out when the runner or the Job's deadline stopped it.
+func resultStatus(r *runner.Result, jobDeadlineExceeded bool) *skillsv1.CommandResult {
 	code := int32(r.ExitCode)
 	return &skillsv1.CommandResult{
 		ExitCode:        &code,
@@ -76,20 +77,25 @@ func resultStatus(r *runner.Result) *skillsv1.CommandResult {
 		StderrTruncated: r.StderrTruncated,
 		Duration:        &metav1.Duration{Duration: time.Duration(r.DurationMillis) * time.Millisecond},
 		Message:         r.Error,
+		TimedOut:        r.TimedOut || jobDeadlineExceeded,
 	}
 }
 
-// finishedPhase decides how a run whose Job finished ended.
-func finishedPhase(r *runner.Result, jobDeadlineExceeded bool) (skillsv1.RunPhase, string) {
+// finishedPhase decides how a run whose command has a result ended.
+func finishedPhase(r *skillsv1.CommandResult) (skillsv1.RunPhase, string) {
+	code := int32(-1)
+	if r.ExitCode != nil {
+		code = *r.ExitCode
+	}
 	switch {
-	case r.TimedOut || jobDeadlineExceeded:
+	case r.TimedOut:
 		return skillsv1.PhaseTimedOut, "The command ran past its timeout and was stopped"
-	case r.ExitCode == 0 && r.Error == "":
+	case code == 0 && r.Message == "":
 		return skillsv1.PhaseSucceeded, "The command exited 0"
-	case r.Error != "":
-		return skillsv1.PhaseFailed, fmt.Sprintf("The command failed (exit code %d): %s", r.ExitCode, r.Error)
+	case r.Message != "":
+		return skillsv1.PhaseFailed, fmt.Sprintf("The command failed (exit code %d): %s", code, r.Message)
 	default:
-		return skillsv1.PhaseFailed, fmt.Sprintf("The command exited %d", r.ExitCode)
+		return skillsv1.PhaseFailed, fmt.Sprintf("The command exited %d", code)
 	}
 }
 

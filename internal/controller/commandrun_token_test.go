@@ -56,3 +56,39 @@ func TestIdentityTokenDiesBeforeTheResultIsSeen(t *testing.T) {
 	waitPhase(t, plain, "plain", skillsv1.PhaseSucceeded)
 	g.Expect(sandboxPods(g, plain, "plain")).To(HaveLen(1))
 }
+
+// TestResultIsStoredBeforeTheTokenIsRetired: a run with an identity ends
+// by deleting its sandbox pod, whose token dies with it. The result is
+// stored first: while that write is refused, the pod stays; once it is
+// stored, the pod goes, and a refused write of the run's end loses
+// nothing: the run ends Succeeded with its output once writes succeed.
+func TestResultIsStoredBeforeTheTokenIsRetired(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, withIdentity("cluster-reader"))
+	g.Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-reader"}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, newRun(ns, "get-pods", "kubectl get pods -o name"))).To(Succeed())
+	waitPhase(t, ns, "get-pods", skillsv1.PhaseRunning)
+
+	liftResult := refuseStatus(t, ns, skillsv1.PhaseRunning, true)
+	liftEnd := refuseStatus(t, ns, skillsv1.PhaseSucceeded, false)
+	finishJob(t, ns, "get-pods", &runner.Result{ExitCode: 0, Stdout: "pod/web-0\n"}, false)
+	g.Consistently(func(g Gomega) {
+		g.Expect(sandboxPods(g, ns, "get-pods")).To(HaveLen(1), "the pod went before its result was stored")
+	}, 2*time.Second, interval).Should(Succeed())
+
+	liftResult()
+	g.Eventually(func(g Gomega) {
+		g.Expect(sandboxPods(g, ns, "get-pods")).To(BeEmpty())
+		run := &skillsv1.CommandRun{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, "get-pods"), run)).To(Succeed())
+		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseRunning), "the end was not refused")
+		g.Expect(run.Status.Result).NotTo(BeNil())
+		g.Expect(run.Status.Result.Stdout).To(Equal("pod/web-0\n"))
+	}, timeout, interval).Should(Succeed())
+
+	liftEnd()
+	done := waitPhase(t, ns, "get-pods", skillsv1.PhaseSucceeded)
+	g.Expect(done.Status.Result.Stdout).To(Equal("pod/web-0\n"))
+	g.Expect(*done.Status.Result.ExitCode).To(BeZero())
+}

@@ -9,6 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -211,4 +212,47 @@ func TestApprovers_ApprovalOfAnApproverNoLongerAskedIsSetAside(t *testing.T) {
 	g.Expect(addApproval(as(t, "bob"), ns, "evict", "bob", skillsv1.Approved)).To(Succeed())
 	g.Expect(addApproval(as(t, "carol", "sre"), ns, "evict", "carol", skillsv1.Approved)).To(Succeed())
 	g.Expect(runnerPolicy(t, job(t, ns, "evict")).Approved).To(BeTrue())
+}
+
+// refuseRunning has the API server refuse, in namespace ns, every status
+// write that says a run is Running, as a write lost to a fault would be;
+// it returns a function that lifts the refusal.
+func refuseRunning(t *testing.T, ns string) (lift func()) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	lift, err := env.RefuseStatusWrites(ctx, ns, "commandruns",
+		"has(object.status) && has(object.status.phase) && object.status.phase == 'Running'")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(lift)
+	probe := newRun(ns, "probe", "ghost", "echo probe", "admin")
+	g.Expect(admin.Create(ctx, probe)).To(Succeed())
+	g.Eventually(func() error {
+		return admin.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"Running"}}`)))
+	}, timeout, interval).Should(Satisfy(apierrors.IsForbidden), "the refusal never came into force")
+	return lift
+}
+
+// TestApprovers_NoJobBeforeTheApprovalIsRecorded: the approval that
+// completes a run's approvals starts its Job only once the status says the
+// run left AwaitingApproval. Until then admission still takes a denial,
+// and the denial wins: here the operator cannot record Running, a denial
+// comes meanwhile, and the run ends Denied with no Job ever made, rather
+// than run a command whose record then says "Denied by".
+func TestApprovers_NoJobBeforeTheApprovalIsRecorded(t *testing.T) {
+	g := NewWithT(t)
+	ns, _ := approversSetup(t, "drain")
+	g.Eventually(func() error {
+		return addApproval(as(t, "alice"), ns, "drain", "alice", skillsv1.Approved)
+	}, timeout, interval).Should(Succeed())
+	lift := refuseRunning(t, ns)
+	g.Expect(addApproval(as(t, "carol", "sre"), ns, "drain", "carol", skillsv1.Approved)).To(Succeed())
+	noJob(t, ns, "drain")
+
+	g.Expect(addApproval(as(t, "bob"), ns, "drain", "bob", skillsv1.Denied)).To(Succeed(),
+		"the stored phase is still AwaitingApproval, so a denial is taken")
+	lift()
+	run := waitPhase(t, ns, "drain", skillsv1.PhaseDenied)
+	g.Expect(condMessage(run)).To(HavePrefix("Denied by bob"))
+	noJob(t, ns, "drain")
 }
