@@ -71,6 +71,12 @@ func startSupervised(o Options, e *Enforcer, argv []string, files []*os.File, p 
 			started <- fmt.Errorf("failed to read the clock: %w", err)
 			return
 		}
+		// This thread forks the shell: what it carries, the whole tree
+		// carries, and nothing the tree starts can leave the trace.
+		if err := confineClones(); err != nil {
+			started <- confineError(err)
+			return
+		}
 		proc, err := os.StartProcess(argv[0], argv, &os.ProcAttr{
 			Dir: o.Dir, Env: o.Env, Files: []*os.File{files[0], files[1], files[2]},
 			Sys: &syscall.SysProcAttr{Setpgid: true, Ptrace: true},
