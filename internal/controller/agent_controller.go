@@ -110,7 +110,8 @@ func (r *AgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Complete(r)
 }
 
-// Reconcile brings an Agent's objects to its spec; status is written once.
+// Reconcile brings an Agent's objects to its spec; status is written once,
+// and the Events follow it.
 func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	a := &skillsv1.Agent{}
 	if err := r.Get(ctx, req.NamespacedName, a); err != nil {
@@ -141,13 +142,17 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	case err != nil:
 		markReconciling(&a.Status.Conditions, a.Generation, skillsv1.ReconcileFailedReason, fmt.Sprintf("Applying generation %d: %v", a.Generation, err))
 	}
+	if patchErr := patchStatus(ctx, r.Client, before, a, before.Status, a.Status); patchErr != nil {
+		return ctrl.Result{RequeueAfter: wait}, errors.Join(err, patchErr)
+	}
+	// Events say what the stored status says, so they follow it.
 	if stalled, changed := becameStalled(before.Status.Conditions, a.Status.Conditions); changed {
 		r.Recorder.Eventf(a, nil, corev1.EventTypeWarning, stalled.Reason, "Reconcile", "%s", eventNote(stalled.Message))
 	}
 	if a.Status.CatalogRevision != before.Status.CatalogRevision {
 		r.Recorder.Eventf(a, nil, corev1.EventTypeNormal, "CatalogWritten", "Reconcile", "Catalog revision %s with %d skills", a.Status.CatalogRevision, a.Status.SkillCount)
 	}
-	return ctrl.Result{RequeueAfter: wait}, errors.Join(err, patchStatus(ctx, r.Client, before, a, before.Status, a.Status))
+	return ctrl.Result{RequeueAfter: wait}, err
 }
 
 // reconcile is the ordered list of steps:

@@ -95,7 +95,8 @@ func (r *SkillReconciler) notOwnWrite() predicate.Funcs {
 	}
 }
 
-// Reconcile judges a Skill and serves it; status is written once, at the end.
+// Reconcile judges a Skill and serves it; status is written once, at the
+// end, and the Events follow it.
 func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	obj := &skillsv1.Skill{}
 	err := r.Get(ctx, req.NamespacedName, obj)
@@ -115,8 +116,12 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err = r.reconcile(ctx, obj); err != nil {
 		setSkillProgressing(obj, err)
 	}
+	if patchErr := patchStatus(ctx, r.Client, before, obj, before.Status, obj.Status); patchErr != nil {
+		return ctrl.Result{}, errors.Join(err, patchErr)
+	}
+	// Events say what the stored status says, so they follow it.
 	r.recordTransitions(before, obj)
-	return ctrl.Result{}, errors.Join(err, patchStatus(ctx, r.Client, before, obj, before.Status, obj.Status))
+	return ctrl.Result{}, err
 }
 
 // SlimServedSkill is the cache's transform of Skills. A Skill whose
@@ -344,35 +349,4 @@ func contentBytes(s *skill.Skill) int64 {
 		n += int64(len(f.Content))
 	}
 	return n
-}
-
-// isControlledBy tells whether owner is obj's controller.
-func isControlledBy(obj metav1.Object, owner metav1.Object) bool {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	return ref != nil && ref.UID == owner.GetUID()
-}
-
-// eventNote fits a message in an Event's note (at most 1 KiB).
-func eventNote(msg string) string { return clip(msg, 1024) }
-
-// clip cuts s to at most n bytes, ending in "…" when cut.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// A rune cut in two is invalid UTF-8, which ToValidUTF8 drops.
-	return strings.ToValidUTF8(s[:n-len("…")], "") + "…"
-}
-
-// annotationChanged passes updates that change the value of one annotation.
-func annotationChanged(key string) predicate.Funcs {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld != nil && e.ObjectNew != nil &&
-				e.ObjectOld.GetAnnotations()[key] != e.ObjectNew.GetAnnotations()[key]
-		},
-	}
 }

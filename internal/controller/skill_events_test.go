@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -246,4 +248,39 @@ func TestSkillUnchangedWritesNothing(t *testing.T) {
 	g.Expect(r.Update(ctx, cm)).To(Succeed())
 	writes, _ := counter.counted()
 	g.Expect(writes).To(Equal([]string{"update *v1.ConfigMap"}))
+}
+
+// TestSkillEventsFollowTheStoredStatus: a Skill's Events say what its
+// stored status says, so they are emitted only once the status is written:
+// while the API server refuses the status of a refused generation, no
+// Warning is emitted; once it takes it, the Warning comes.
+func TestSkillEventsFollowTheStoredStatus(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t)
+	lift, err := env.RefuseStatusWrites(ctx, ns, "skills",
+		"has(object.status) && has(object.status.conditions) && object.status.conditions.exists(c, c.type == 'Stalled' && c.status == 'True')")
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(lift)
+	// In force once a probe's Stalled status is refused.
+	probe := newSkill(ns, "probe")
+	g.Expect(k8s.Create(ctx, probe)).To(Succeed())
+	stalled := fmt.Appendf(nil, `{"status":{"conditions":[{"type":"Stalled","status":"True","reason":"Probe","message":"probe","lastTransitionTime":%q}]}}`,
+		metav1.Now().UTC().Format("2006-01-02T15:04:05Z"))
+	g.Eventually(func() error {
+		return k8s.Status().Patch(ctx, probe, client.RawPatch("application/merge-patch+json", stalled))
+	}, timeout, interval).Should(Satisfy(apierrors.IsForbidden), "the refusal never came into force")
+
+	obj := newSkill(ns, "crashloop-triage")
+	obj.Spec.Instructions = " \n"
+	g.Expect(k8s.Create(ctx, obj)).To(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(withReason(events(g, obj), skillsv1.ValidationFailedReason)).To(BeEmpty(),
+			"an Event said what the stored status does not")
+	}, 2*time.Second, interval).Should(Succeed())
+	lift()
+	waitSkillState(t, ns, obj.Name, metav1.ConditionFalse, skillsv1.ValidationFailedReason)
+	g.Eventually(func(g Gomega) {
+		g.Expect(withReason(events(g, obj), skillsv1.ValidationFailedReason)).To(HaveLen(1))
+	}, timeout, interval).Should(Succeed())
 }
