@@ -13,8 +13,11 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -175,89 +178,114 @@ func (c *commander) follow(ctx context.Context, run *skillsv1.CommandRun, w wait
 	return res, nil
 }
 
-// watch follows the run through a watch on its name, started at the
-// resourceVersion last seen so that no change is missed, and started again
-// whenever the API server ends it.
+// Causes that end a wait for a run before the run ends.
+var (
+	errCommandWaitOver  = errors.New("the command wait passed")
+	errApprovalWaitOver = errors.New("the approval wait passed")
+)
+
+// watch follows the run until it ends or a wait passes, with client-go's
+// UntilWithSync: an informer on the run's name, which resumes a watch the
+// API server ended and lists again when the watch's resourceVersion
+// expired ("too old resource version"), so a wait outlives any watch.
 func (c *commander) watch(ctx context.Context, run *skillsv1.CommandRun, wt waits) (*CommandResult, error) {
-	lim := &limits{deadline: time.NewTimer(wt.command), wait: wt.command, approvalWait: wt.approval}
+	if run.Status.Phase.Terminal() {
+		return finished(run), nil
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lim := newLimits(wt, cancel)
 	defer lim.stop()
-	for {
-		if run.Status.Phase.Terminal() {
-			return finished(run), nil
+	lim.see(run)
+	last, deleted := run, false
+	see := func(ev watch.Event) (bool, error) {
+		if ev.Type == watch.Deleted {
+			deleted = true
+			return true, nil
 		}
-		lim.see(run)
-		w, err := c.kube.Watch(ctx, &skillsv1.CommandRunList{}, &client.ListOptions{
+		next, ok := ev.Object.(*skillsv1.CommandRun)
+		if !ok {
+			return false, nil
+		}
+		last = next
+		if next.Status.Phase.Terminal() {
+			return true, nil
+		}
+		lim.see(next)
+		return false, nil
+	}
+	synced := func(store cache.Store) (bool, error) {
+		obj, ok, err := store.GetByKey(run.Namespace + "/" + run.Name)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			return see(watch.Event{Type: watch.Added, Object: obj.(*skillsv1.CommandRun)})
+		}
+		// Not listed: deleted already, or listed from a cache behind the
+		// run's creation, whose event is then still to come.
+		if err := c.kube.Get(wctx, client.ObjectKeyFromObject(run), &skillsv1.CommandRun{}); apierrors.IsNotFound(err) {
+			deleted = true
+			return true, nil
+		}
+		return false, nil
+	}
+	_, err := watchtools.UntilWithSync(wctx, c.listWatch(run), &skillsv1.CommandRun{}, synced, see)
+	switch cause := context.Cause(wctx); {
+	case err == nil && deleted:
+		return gone(run), nil
+	case err == nil:
+		return finished(last), nil
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("failed to wait for CommandRun %s: %w", run.Name, ctx.Err())
+	case errors.Is(cause, errCommandWaitOver):
+		return pending(last, wt.command), nil
+	case errors.Is(cause, errApprovalWaitOver):
+		return pending(last, wt.approval), nil
+	}
+	return nil, fmt.Errorf("failed to wait for CommandRun %s: %w", run.Name, err)
+}
+
+// listWatch lists and watches the one run, by its name, in pages when the
+// informer asks for them.
+func (c *commander) listWatch(run *skillsv1.CommandRun) cache.ListerWatcher {
+	opts := func(o metav1.ListOptions) *client.ListOptions {
+		return &client.ListOptions{
 			Namespace:     run.Namespace,
 			FieldSelector: fields.OneTermEqualSelector("metadata.name", run.Name),
-			Raw:           &metav1.ListOptions{ResourceVersion: run.ResourceVersion, AllowWatchBookmarks: true},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("failed to watch CommandRun %s: %w", run.Name, err)
+			Limit:         o.Limit, Continue: o.Continue, Raw: &o,
 		}
-		res, err := c.events(ctx, w, run, lim)
-		w.Stop()
-		if err != nil || res != nil {
-			return res, err
-		}
-		// The watch ended or failed: read the run again and resume from it.
-		next := &skillsv1.CommandRun{}
-		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(run), next); err != nil {
-			if apierrors.IsNotFound(err) {
-				return gone(run), nil
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := &skillsv1.CommandRunList{}
+			if err := c.kube.List(ctx, list, opts(o)); err != nil {
+				return nil, err
 			}
-			return nil, fmt.Errorf("failed to get CommandRun %s: %w", run.Name, err)
-		}
-		run = next
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.kube.Watch(ctx, &skillsv1.CommandRunList{}, opts(o))
+		},
 	}
 }
 
-// events reads a watch until the run ends or a limit passes (a result), or
-// until the watch ends (nil, nil).
-func (c *commander) events(ctx context.Context, w watch.Interface, run *skillsv1.CommandRun, lim *limits) (*CommandResult, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("failed to wait for CommandRun %s: %w", run.Name, ctx.Err())
-		case <-lim.deadline.C:
-			return pending(run, lim.wait), nil
-		case <-lim.approvalC():
-			return awaiting(run), nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil, nil
-			}
-			switch ev.Type {
-			case watch.Deleted:
-				return gone(run), nil
-			case watch.Error:
-				// Often an expired resourceVersion: pause, then read again.
-				return nil, pause(ctx, time.Second)
-			}
-			next, ok := ev.Object.(*skillsv1.CommandRun)
-			if !ok {
-				continue
-			}
-			if ev.Type == watch.Bookmark {
-				run = run.DeepCopy()
-				run.ResourceVersion = next.ResourceVersion
-				continue
-			}
-			if next.Status.Phase.Terminal() {
-				return finished(next), nil
-			}
-			lim.see(next)
-			run = next
-		}
-	}
-}
-
-// limits are the timers of one wait: the command wait, and the approval
-// wait that runs only while the run awaits approval.
+// limits are the timers of one wait, which end it by cancelling its
+// context with their cause: the command wait, and the approval wait that
+// runs only while the run awaits approval.
 type limits struct {
+	cancel       context.CancelCauseFunc
 	deadline     *time.Timer
-	wait         time.Duration
 	approval     *time.Timer
 	approvalWait time.Duration
+}
+
+func newLimits(w waits, cancel context.CancelCauseFunc) *limits {
+	return &limits{
+		cancel:       cancel,
+		deadline:     time.AfterFunc(w.command, func() { cancel(errCommandWaitOver) }),
+		approvalWait: w.approval,
+	}
 }
 
 // see starts the approval wait when the run is first seen awaiting
@@ -267,36 +295,17 @@ func (l *limits) see(run *skillsv1.CommandRun) {
 	awaiting := run.Status.Phase == skillsv1.PhaseAwaitingApproval
 	switch {
 	case awaiting && l.approval == nil:
-		l.approval = time.NewTimer(l.approvalWait)
+		l.approval = time.AfterFunc(l.approvalWait, func() { l.cancel(errApprovalWaitOver) })
 	case !awaiting && l.approval != nil:
 		l.approval.Stop()
 		l.approval = nil
 	}
 }
 
-func (l *limits) approvalC() <-chan time.Time {
-	if l.approval == nil {
-		return nil
-	}
-	return l.approval.C
-}
-
 func (l *limits) stop() {
 	l.deadline.Stop()
 	if l.approval != nil {
 		l.approval.Stop()
-	}
-}
-
-// pause waits for d or until ctx ends.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("failed to wait: %w", ctx.Err())
-	case <-t.C:
-		return nil
 	}
 }
 
