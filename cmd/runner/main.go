@@ -22,7 +22,15 @@
 // --policy is the policy that judged the run (see runner.PolicySnapshot):
 // its rules and default action, the allowed-tools of the skill the run
 // serves and whether a person approved it. run refuses to start without
-// one. The runner then starts itself again as the command's shell,
+// one. Linux refuses any one argument longer than 128 KiB, so a policy
+// whose JSON is longer than runner.PolicyPartBytes comes in parts, one
+// --policy flag each, which the runner joins in order before it decodes
+// them (runner.PolicyArgs):
+//
+//	--policy='{"defaultAction":"Ask","rules":[…' --policy='…],"approved":false}'
+//
+// The runner then starts itself again as the command's shell, with the
+// policy in parts the same way,
 //
 //	runner sh --policy=JSON -c 'COMMAND'
 //
@@ -69,9 +77,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/kubeskills/kubeskills/internal/runner"
 )
@@ -79,7 +85,8 @@ import (
 const usage = `Usage:
   runner run --policy=JSON [flags] -- COMMAND
       Run COMMAND with the runner's shell under the policy that judged it
-      and report its result.
+      and report its result. --policy may be repeated: the parts are
+      joined in order.
   runner install DEST
       Copy this executable to DEST with mode 0555.
   runner unpack-skill --to DIR SHARD_DIR...
@@ -130,65 +137,9 @@ func install(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// runFlags holds the flags of "runner run".
-type runFlags struct {
-	timeout     time.Duration
-	grace       time.Duration
-	outputLimit int64
-	resultFile  string
-	dir         string
-	policy      string
-	kubeconfig  string
-	awaitFence  string
-	execDirs    []string
-}
-
-// parseRunFlags parses the flags of "runner run" and returns them with the
-// command string. A usage error after the result file is known is returned
-// as usageErr so that it can still be reported as a result.
-func parseRunFlags(args []string, stderr io.Writer) (f runFlags, command string, usageErr, parseErr error) {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		_, _ = fmt.Fprint(stderr, "Usage: runner run [flags] -- COMMAND\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	fs.DurationVar(&f.timeout, "timeout", 0, "stop the command after this long (0: no timeout)")
-	fs.DurationVar(&f.grace, "grace", runner.DefaultGrace, "time between SIGTERM and SIGKILL when stopping the command")
-	fs.Int64Var(&f.outputLimit, "output-limit", runner.DefaultOutputLimit, "bytes kept of each of stdout and stderr")
-	fs.StringVar(&f.resultFile, "result-file", "", "file that receives the result or its summary, e.g. /dev/termination-log")
-	fs.StringVar(&f.dir, "dir", "", "working directory of the command (default: the current one)")
-	fs.StringVar(&f.policy, "policy", "", "the policy that judged the run, as JSON (required)")
-	fs.StringVar(&f.awaitFence, "await-fence", "", "start the command only once a TCP connection to this HOST:PORT, which the sandbox's network fence denies, fails")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "write a kubeconfig for the pod's ServiceAccount here before the command runs, when its token is mounted in "+runner.ServiceAccountDir)
-	fs.Func("exec-dir", "also run programs from this folder although its file system is writable (repeatable; outside a sandbox only: in one, programs run only from read-only file systems)", func(dir string) error {
-		if !filepath.IsAbs(dir) {
-			return fmt.Errorf("%q is not an absolute path", dir)
-		}
-		f.execDirs = append(f.execDirs, filepath.Clean(dir))
-		return nil
-	})
-	if err := fs.Parse(args); err != nil {
-		return f, "", nil, err
-	}
-	switch {
-	case fs.NArg() != 1:
-		usageErr = fmt.Errorf("run takes exactly one command string after --, got %d arguments", fs.NArg())
-	case f.timeout < 0:
-		usageErr = fmt.Errorf("--timeout must not be negative, got %s", f.timeout)
-	case f.grace <= 0:
-		usageErr = fmt.Errorf("--grace must be positive, got %s", f.grace)
-	case f.outputLimit <= 0:
-		usageErr = fmt.Errorf("--output-limit must be positive, got %d", f.outputLimit)
-	case f.policy == "":
-		usageErr = errors.New("--policy is required: a command is never run unjudged")
-	}
-	return f, fs.Arg(0), usageErr, nil
-}
-
 // runCommand implements "runner run".
 func runCommand(args []string, stdout, stderr io.Writer) int {
-	f, command, usageErr, err := parseRunFlags(args, stderr)
+	f, command, usageErr, err := runner.ParseRunArgs(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -205,21 +156,21 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 		defer signal.Stop(signals)
 		res = runner.Run(runner.Options{
 			Command:     command,
-			Policy:      f.policy,
-			Dir:         f.dir,
-			Kubeconfig:  f.kubeconfig,
-			AwaitFence:  f.awaitFence,
-			Timeout:     f.timeout,
-			Grace:       f.grace,
-			OutputLimit: f.outputLimit,
+			Policy:      f.Policy,
+			Dir:         f.Dir,
+			Kubeconfig:  f.Kubeconfig,
+			AwaitFence:  f.AwaitFence,
+			Timeout:     f.Timeout,
+			Grace:       f.Grace,
+			OutputLimit: f.OutputLimit,
 			Signals:     signals,
-			ExecDirs:    f.execDirs,
+			ExecDirs:    f.ExecDirs,
 		})
 	}
 	if res.Error != "" && usageErr == nil {
 		_, _ = fmt.Fprintf(stderr, "runner: %s\n", res.Error)
 	}
-	if err := runner.Report(res, stdout, f.resultFile); err != nil {
+	if err := runner.Report(res, stdout, f.ResultFile); err != nil {
 		_, _ = fmt.Fprintf(stderr, "runner: %v\n", err)
 		return runner.ExitRunnerFailure
 	}

@@ -72,7 +72,8 @@ type Options struct {
 	// so nothing runs unjudged.
 	Policy string
 	// Executable is the runner executable that interprets Command, started
-	// as Executable sh --policy=Policy -c Command. Empty means the running
+	// as Executable sh --policy=Policy -c Command, with Policy in as many
+	// --policy flags as PolicyArgs makes of it. Empty means the running
 	// executable.
 	Executable string
 	// Dir is the working directory. Empty means the runner's own.
@@ -356,7 +357,7 @@ func startProcess(o Options, e *Enforcer) (*process, error) {
 		exited:     make(chan exitStatus, 1),
 		treeGone:   make(chan struct{}),
 	}
-	argv := []string{o.Executable, ShellSubcommand, "--policy=" + o.Policy, "-c", o.Command}
+	argv := append(append([]string{o.Executable, ShellSubcommand}, PolicyArgs(o.Policy)...), "-c", o.Command)
 	err = startSupervised(o, e, argv, []*os.File{devNull, outW, errW}, p)
 	closeAll(devNull, outW, errW)
 	if err != nil {

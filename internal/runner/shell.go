@@ -20,6 +20,7 @@ import (
 //
 //	runner sh --policy=JSON -c COMMAND
 //
+// with the policy in several --policy flags when it is long (PolicyArgs).
 // Run starts it in the command's process group; it is not meant to be
 // called by hand.
 const ShellSubcommand = "sh"
@@ -304,11 +305,13 @@ func (g *guard) open(next interp.OpenHandlerFunc) interp.OpenHandlerFunc {
 // ShellMain implements "runner sh --policy=JSON -c COMMAND" with the
 // process's working directory, environment and standard streams, and
 // returns its exit code: Shell.Run's, or ExitRunnerFailure for bad usage or
-// a policy that does not decode or compile.
+// a policy that does not decode or compile. --policy may be repeated: the
+// parts are joined in order (PolicyArgs).
 func ShellMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(ShellSubcommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	policyJSON := fs.String("policy", "", "the policy that judged the run, as JSON (required)")
+	var policyJSON PolicyParts
+	fs.Var(&policyJSON, PolicyFlag, "the policy that judged the run, as JSON (required); repeated, the values are joined in order")
 	command := fs.String("c", "", "the command line to interpret (required)")
 	if err := fs.Parse(args); err != nil {
 		return ExitRunnerFailure
@@ -319,7 +322,7 @@ func ShellMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "runner: %s takes --policy=JSON -c COMMAND and nothing else\n", ShellSubcommand)
 		return ExitRunnerFailure
 	}
-	e, err := CompilePolicy(*policyJSON)
+	e, err := CompilePolicy(policyJSON.String())
 	if err != nil {
 		_, _ = fmt.Fprintf(stderr, "runner: %v\n", err)
 		return ExitRunnerFailure
