@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -200,19 +202,16 @@ var podChecks = []podCheck{
 			if len(cmd) < 4 || cmd[0] != runnerPath || cmd[1] != "run" || cmd[len(cmd)-2] != "--" {
 				return fmt.Sprintf("command = %q", cmd)
 			}
-			var policies []string
 			for _, arg := range cmd[:len(cmd)-2] {
-				if text, ok := strings.CutPrefix(arg, "--policy="); ok {
-					policies = append(policies, text)
-				}
 				if strings.Contains(arg, "/bin/sh") {
 					return fmt.Sprintf("argument %q names a shell", arg)
 				}
 			}
-			if len(policies) != 1 {
-				return fmt.Sprintf("command = %q, want exactly one --policy", cmd)
+			f, _, usageErr, err := runner.ParseRunArgs(cmd[2:], io.Discard)
+			if err != nil || usageErr != nil {
+				return fmt.Sprintf("the runner refuses its command line: %v", errors.Join(err, usageErr))
 			}
-			snap, err := runner.ParsePolicySnapshot(policies[0])
+			snap, err := runner.ParsePolicySnapshot(f.Policy)
 			if err != nil {
 				return err.Error()
 			}

@@ -313,16 +313,23 @@ var gitSafety = []corev1.EnvVar{
 // the policy that judged it, writing its result to ResultFile. The command
 // stays one argument; the runner interprets it itself and judges it, and
 // every simple command and redirection in it, against the policy again.
+//
+// The policy is one --policy flag, or, when its JSON is longer than
+// runner.PolicyPartBytes, several that the runner joins in order
+// (runner.PolicyArgs): Linux starts no program with an argument longer
+// than 128 KiB, and a CommandPolicy may hold more rules than that. Every
+// part is in the pod's command, which nobody can change once the Job
+// exists.
 func RunnerCommand(timeout time.Duration, outputLimitBytes int32, pol runner.PolicySnapshot, command string) []string {
-	return []string{
+	cmd := []string{
 		RunnerPath, "run",
 		"--timeout=" + timeout.String(),
 		"--grace=" + RunnerGrace.String(),
 		"--output-limit=" + strconv.FormatInt(int64(outputLimitBytes), 10),
 		"--result-file=" + ResultFile,
-		"--policy=" + pol.Encode(),
-		"--", command,
 	}
+	cmd = append(cmd, runner.PolicyArgs(pol.Encode())...)
+	return append(cmd, "--", command)
 }
 
 // withRunnerFlag puts a flag of "runner run" before the "--" that ends them.

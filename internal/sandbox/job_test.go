@@ -144,6 +144,12 @@ func variants() []variant {
 			wantDeadline: 60 + 5 + 30,
 			wantTTL:      60,
 		},
+		{
+			name:         "the largest policy the CRDs admit, with a fence check",
+			params:       largestParams(),
+			wantDeadline: 300 + 5 + 30,
+			wantTTL:      300,
+		},
 	}
 }
 

@@ -60,6 +60,13 @@
 // and every redirection against it again as they run. The image needs no
 // shell of its own; /bin/sh is never used to read the command.
 //
+// Linux starts no program with an argument longer than 128 KiB, and the
+// rules of a CommandPolicy may be twice that: a policy whose JSON is
+// longer than runner.PolicyPartBytes (64 KiB) is given as several --policy
+// flags, its JSON cut in pieces, in order, which the runner joins before
+// it reads them (runner.PolicyArgs). A smaller one is one flag. Every
+// piece is in the pod's command, which nobody changes once the Job exists.
+//
 // # The identity
 //
 // Without spec.sandbox.serviceAccountName the pod names no ServiceAccount
