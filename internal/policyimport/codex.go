@@ -82,14 +82,14 @@ func readPrefixRule(source string, c call) (codexRule, error) {
 		case "pattern":
 			r.Pattern, err = codexPattern(v)
 		case "decision":
-			if !v.isStr || codexDecisions[v.str] == "" {
+			if !v.isStr() || codexDecisions[v.str] == "" {
 				err = fmt.Errorf("decision must be \"allow\", \"prompt\" or \"forbidden\"")
 			}
 			r.Decision = v.str
 		case "justification":
 			switch {
-			case v.none:
-			case !v.isStr || strings.TrimSpace(v.str) == "":
+			case v.kind == kindNone:
+			case !v.isStr() || strings.TrimSpace(v.str) == "":
 				err = fmt.Errorf("justification must be a string that is not empty")
 			default:
 				r.Justification = v.str
@@ -114,18 +114,18 @@ func readPrefixRule(source string, c call) (codexRule, error) {
 // codexPattern reads a pattern: a non-empty list whose items are strings or
 // non-empty lists of strings (alternatives).
 func codexPattern(v value) ([][]string, error) {
-	if len(v.list) == 0 {
+	if !v.isList() || len(v.list) == 0 {
 		return nil, fmt.Errorf("pattern must be a list of strings that is not empty")
 	}
 	var out [][]string
 	for _, item := range v.list {
 		switch {
-		case item.isStr:
+		case item.isStr():
 			out = append(out, []string{item.str})
-		case len(item.list) > 0:
+		case item.isList() && len(item.list) > 0:
 			var alts []string
 			for _, a := range item.list {
-				if !a.isStr {
+				if !a.isStr() {
 					return nil, fmt.Errorf("pattern alternatives must be strings")
 				}
 				alts = append(alts, a.str)
@@ -141,22 +141,22 @@ func codexPattern(v value) ([][]string, error) {
 // codexExamples reads match or not_match: argv lists, or strings split the
 // way a POSIX shell splits words.
 func codexExamples(v value) ([][]string, error) {
-	if v.list == nil {
+	if !v.isList() {
 		return nil, fmt.Errorf("examples must be a list")
 	}
 	var out [][]string
 	for _, item := range v.list {
 		var argv []string
 		switch {
-		case item.isStr:
+		case item.isStr():
 			words, err := shlexSplit(item.str)
 			if err != nil {
 				return nil, fmt.Errorf("example %q: %w", item.str, err)
 			}
 			argv = words
-		case item.list != nil:
+		case item.isList():
 			for _, w := range item.list {
-				if !w.isStr {
+				if !w.isStr() {
 					return nil, fmt.Errorf("example tokens must be strings")
 				}
 				argv = append(argv, w.str)

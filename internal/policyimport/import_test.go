@@ -361,8 +361,9 @@ func TestBadInput(t *testing.T) {
 		"prefix_rule(pattern = [\"a\"], reviewer = \"user\")": "unknown argument reviewer",
 		"prefix_rule(pattern = [\"a\" + \"b\"])":              "unexpected '+'",
 		"prefix_rule(pattern = [f\"a\"])":                     "f-strings are not read",
-		"prefix_rule(pattern = [\"a\"]":                       "expected",
-		"load(\"x\")":                                         "x.rules:1: load: expected a keyword argument",
+		"prefix_rule(pattern = [\"a\"]":                       "x.rules:1:28: got end of file, want ')'",
+		"load(\"x\", \"y\")":                                  "x.rules:1: only calls such as prefix_rule(...) are read, found a load statement",
+		"prefix_rule([\"a\"])":                                "x.rules:1:13: prefix_rule: expected a keyword argument",
 		"deny_rule(pattern = [\"a\"])":                        "unknown function deny_rule",
 		"prefix_rule(pattern = [\"a\"], match = [\"'b\"])":    "unterminated single quote",
 	} {

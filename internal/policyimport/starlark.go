@@ -1,17 +1,27 @@
 package policyimport
 
 import (
+	"errors"
 	"fmt"
+	"math/big"
+	"regexp"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"go.starlark.net/syntax"
 )
 
 // The .rules files of Codex are Starlark programs. Real files are a list of
 // calls with literal arguments, and this reader takes exactly that subset:
-// top-level calls name(key = value, ...) whose values are strings, lists of
-// values and None. Anything else (variables, loops, functions, f-strings)
-// is an error naming the line, so that no rule is silently dropped.
+// the file is parsed by go.starlark.net/syntax, so every form of Starlark
+// syntax (comments, line continuations, trailing commas, string escapes and
+// prefixes, triple quotes) reads as Starlark reads it. Nothing is executed:
+// each top-level statement must be a call name(key = value, ...) whose
+// values are literals (strings, integers, True, False, None, and lists,
+// tuples and dicts of literals). Anything else (variables, loops,
+// functions, operators, f-strings) is an error naming the place, so that no
+// rule is silently dropped. A statement is named file:line, as rule
+// descriptions and notes name it; a place inside one, file:line:col.
 
 // call is one top-level call of a .rules file.
 type call struct {
@@ -20,318 +30,336 @@ type call struct {
 	args map[string]value
 }
 
-// value is a literal: a string, a list or None.
-type value struct {
-	line  int
-	isStr bool
-	str   string
-	list  []value
-	none  bool
-}
+// kind is the type of a literal value.
+type kind int
 
-// token kinds of the reader.
 const (
-	tokEOF = iota
-	tokName
-	tokString
-	tokPunct
+	kindNone kind = iota
+	kindString
+	kindInt
+	kindBool
+	kindList
+	kindTuple
+	kindDict
 )
 
-type token struct {
-	kind int
-	text string
-	line int
+// value is a literal.
+type value struct {
+	pos  syntax.Position
+	kind kind
+	str  string
+	num  *big.Int
+	b    bool
+	// list holds the items of a list or a tuple.
+	list []value
+	dict []dictEntry
 }
 
-// lexer splits a .rules file into tokens.
-type lexer struct {
-	src  string
-	pos  int
-	line int
-	file string
+// dictEntry is one key: value of a dict.
+type dictEntry struct {
+	key, val value
 }
 
-func (l *lexer) errorf(line int, format string, args ...any) error {
-	return fmt.Errorf("%s:%d: %s", l.file, line, fmt.Sprintf(format, args...))
-}
+func (v value) isStr() bool  { return v.kind == kindString }
+func (v value) isList() bool { return v.kind == kindList }
 
-func (l *lexer) next() (token, error) {
-	for l.pos < len(l.src) {
-		c := l.src[l.pos]
-		switch {
-		case c == '\n':
-			l.line++
-			l.pos++
-		case c == ' ' || c == '\t' || c == '\r':
-			l.pos++
-		case c == '\\' && strings.HasPrefix(l.src[l.pos:], "\\\n"):
-			l.line++
-			l.pos += 2
-		case c == '#':
-			for l.pos < len(l.src) && l.src[l.pos] != '\n' {
-				l.pos++
-			}
-		default:
-			return l.token()
-		}
-	}
-	return token{kind: tokEOF, line: l.line}, nil
-}
-
-func (l *lexer) token() (token, error) {
-	start, line := l.pos, l.line
-	c := l.src[l.pos]
-	switch {
-	case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-		for l.pos < len(l.src) && isNameByte(l.src[l.pos]) {
-			l.pos++
-		}
-		name := l.src[start:l.pos]
-		if (name == "r" || name == "R") && l.pos < len(l.src) && (l.src[l.pos] == '"' || l.src[l.pos] == '\'') {
-			s, err := l.str(true)
-			return token{kind: tokString, text: s, line: line}, err
-		}
-		if (name == "f" || name == "b" || name == "rb" || name == "br") && l.pos < len(l.src) && (l.src[l.pos] == '"' || l.src[l.pos] == '\'') {
-			return token{}, l.errorf(line, "%s-strings are not read: write the string as a plain literal", name)
-		}
-		return token{kind: tokName, text: name, line: line}, nil
-	case c == '"' || c == '\'':
-		s, err := l.str(false)
-		return token{kind: tokString, text: s, line: line}, err
-	case strings.ContainsRune("()[],=", rune(c)):
-		l.pos++
-		return token{kind: tokPunct, text: string(c), line: line}, nil
-	}
-	r, _ := utf8.DecodeRuneInString(l.src[l.pos:])
-	return token{}, l.errorf(line, "unexpected %q: only calls with literal strings and lists are read", r)
-}
-
-func isNameByte(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
-// str reads a string literal at l.pos: '...', "...", or their triple-quoted
-// forms; raw strings keep backslashes.
-func (l *lexer) str(raw bool) (string, error) {
-	line := l.line
-	q := l.src[l.pos : l.pos+1]
-	if strings.HasPrefix(l.src[l.pos:], q+q+q) {
-		q = q + q + q
-	}
-	l.pos += len(q)
-	var b strings.Builder
-	for {
-		if l.pos >= len(l.src) {
-			return "", l.errorf(line, "unterminated string")
-		}
-		if strings.HasPrefix(l.src[l.pos:], q) {
-			l.pos += len(q)
-			return b.String(), nil
-		}
-		c := l.src[l.pos]
-		switch {
-		case c == '\n' && len(q) == 1:
-			return "", l.errorf(line, "unterminated string")
-		case c == '\n':
-			l.line++
-			b.WriteByte(c)
-			l.pos++
-		case c == '\\' && raw:
-			// A raw string keeps the backslash and the next byte.
-			if l.pos+1 >= len(l.src) {
-				return "", l.errorf(line, "unterminated string")
-			}
-			b.WriteString(l.src[l.pos : l.pos+2])
-			if l.src[l.pos+1] == '\n' {
-				l.line++
-			}
-			l.pos += 2
-		case c == '\\':
-			if err := l.escape(&b, line); err != nil {
-				return "", err
-			}
-		default:
-			b.WriteByte(c)
-			l.pos++
-		}
-	}
-}
-
-// escape reads one escape sequence of a string.
-func (l *lexer) escape(b *strings.Builder, line int) error {
-	if l.pos+1 >= len(l.src) {
-		return l.errorf(line, "unterminated string")
-	}
-	c := l.src[l.pos+1]
-	simple := map[byte]string{'\\': `\`, '\'': `'`, '"': `"`, 'n': "\n", 't': "\t", 'r': "\r", 'a': "\a", 'b': "\b", 'f': "\f", 'v': "\v", '\n': ""}
-	if s, ok := simple[c]; ok {
-		if c == '\n' {
-			l.line++
-		}
-		b.WriteString(s)
-		l.pos += 2
-		return nil
-	}
-	var n int
-	var base int
-	switch {
-	case c == 'x':
-		n, base = 2, 16
-	case c == 'u':
-		n, base = 4, 16
-	case c == 'U':
-		n, base = 8, 16
-	case c >= '0' && c <= '7':
-		n, base = 3, 8
-	default:
-		return l.errorf(line, "invalid escape \\%c in a string", c)
-	}
-	start := l.pos + 2
-	if base == 8 {
-		start = l.pos + 1
-		end := start
-		for end < len(l.src) && end-start < 3 && l.src[end] >= '0' && l.src[end] <= '7' {
-			end++
-		}
-		v, _ := strconv.ParseUint(l.src[start:end], 8, 32)
-		b.WriteByte(byte(v))
-		l.pos = end
-		return nil
-	}
-	if start+n > len(l.src) {
-		return l.errorf(line, "invalid escape in a string")
-	}
-	v, err := strconv.ParseUint(l.src[start:start+n], base, 32)
-	if err != nil || v > utf8.MaxRune {
-		return l.errorf(line, "invalid escape \\%s in a string", l.src[l.pos+1:start+n])
-	}
-	if c == 'x' {
-		b.WriteByte(byte(v))
-	} else {
-		b.WriteRune(rune(v))
-	}
-	l.pos = start + n
-	return nil
-}
-
-// parser reads calls from tokens.
-type parser struct {
-	lex *lexer
-	tok token
-}
-
-func (p *parser) advance() error {
-	t, err := p.lex.next()
-	p.tok = t
-	return err
-}
-
-func (p *parser) expect(text string) error {
-	if p.tok.kind != tokPunct || p.tok.text != text {
-		return p.lex.errorf(p.tok.line, "expected %q, found %s", text, describe(p.tok))
-	}
-	return p.advance()
-}
-
-func describe(t token) string {
-	switch t.kind {
-	case tokEOF:
-		return "the end of the file"
-	case tokString:
-		return strconv.Quote(t.text)
-	}
-	return strconv.Quote(t.text)
-}
+// literalsRead says which values are read, for errors.
+const literalsRead = "only literal strings, integers, True, False, None, and lists, tuples and dicts of them are read as values"
 
 // parseCalls reads a .rules file as a list of calls.
 func parseCalls(file, src string) ([]call, error) {
-	p := &parser{lex: &lexer{src: src, line: 1, file: file}}
-	if err := p.advance(); err != nil {
-		return nil, err
+	f, err := (&syntax.FileOptions{}).Parse(file, src, 0)
+	if err != nil {
+		return nil, syntaxError(err, src)
 	}
 	var calls []call
-	for p.tok.kind != tokEOF {
-		if p.tok.kind != tokName {
-			return nil, p.lex.errorf(p.tok.line, "expected a call such as prefix_rule(...), found %s", describe(p.tok))
+	for _, stmt := range f.Stmts {
+		start, _ := stmt.Span()
+		source := fmt.Sprintf("%s:%d", file, start.Line)
+		x, ok := stmt.(*syntax.ExprStmt)
+		if !ok {
+			return nil, fmt.Errorf("%s: only calls such as prefix_rule(...) are read, found %s", source, describeStmt(stmt))
 		}
-		c := call{name: p.tok.text, line: p.tok.line, args: map[string]value{}}
-		if err := p.advance(); err != nil {
-			return nil, err
+		ce, ok := x.X.(*syntax.CallExpr)
+		if !ok {
+			return nil, fmt.Errorf("%s: only calls such as prefix_rule(...) are read, found %s", source, describe(x.X))
 		}
-		if p.tok.kind != tokPunct || p.tok.text != "(" {
-			return nil, p.lex.errorf(c.line, "only calls such as prefix_rule(...) are read, not statements like %q", c.name+" "+p.tok.text)
+		fn, ok := ce.Fn.(*syntax.Ident)
+		if !ok {
+			return nil, fmt.Errorf("%s: only calls of a function by its name, such as prefix_rule(...), are read, found a call of %s", source, describe(ce.Fn))
 		}
-		if err := p.advance(); err != nil {
-			return nil, err
-		}
-		for !(p.tok.kind == tokPunct && p.tok.text == ")") {
-			if p.tok.kind != tokName {
-				return nil, p.lex.errorf(p.tok.line, "%s: expected a keyword argument (name = value), found %s", c.name, describe(p.tok))
+		c := call{name: fn.Name, line: int(fn.NamePos.Line), args: map[string]value{}}
+		for _, arg := range ce.Args {
+			kw, ok := arg.(*syntax.BinaryExpr)
+			if !ok || kw.Op != syntax.EQ {
+				return nil, fmt.Errorf("%s: %s: expected a keyword argument (name = value), found %s", syntax.Start(arg), c.name, describe(arg))
 			}
-			key, line := p.tok.text, p.tok.line
-			if err := p.advance(); err != nil {
-				return nil, err
+			key := kw.X.(*syntax.Ident) // the parser accepts only a name before =
+			if _, dup := c.args[key.Name]; dup {
+				return nil, fmt.Errorf("%s: %s: argument %s given twice", key.NamePos, c.name, key.Name)
 			}
-			if err := p.expect("="); err != nil {
-				return nil, err
-			}
-			v, err := p.value()
+			v, err := literal(kw.Y)
 			if err != nil {
 				return nil, err
 			}
-			if _, dup := c.args[key]; dup {
-				return nil, p.lex.errorf(line, "%s: argument %s given twice", c.name, key)
-			}
-			c.args[key] = v
-			if p.tok.kind == tokPunct && p.tok.text == "," {
-				if err := p.advance(); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			if !(p.tok.kind == tokPunct && p.tok.text == ")") {
-				return nil, p.lex.errorf(p.tok.line, "%s: expected \",\" or \")\", found %s", c.name, describe(p.tok))
-			}
-		}
-		if err := p.advance(); err != nil {
-			return nil, err
+			c.args[key.Name] = v
 		}
 		calls = append(calls, c)
 	}
 	return calls, nil
 }
 
-// value reads a literal.
-func (p *parser) value() (value, error) {
-	t := p.tok
-	switch {
-	case t.kind == tokString:
-		// Adjacent string literals are not concatenated in Starlark.
-		return value{line: t.line, isStr: true, str: t.text}, p.advance()
-	case t.kind == tokName && t.text == "None":
-		return value{line: t.line, none: true}, p.advance()
-	case t.kind == tokPunct && t.text == "[":
-		if err := p.advance(); err != nil {
-			return value{}, err
+// literal evaluates a literal expression, and refuses any other.
+func literal(e syntax.Expr) (value, error) {
+	v := value{pos: syntax.Start(e)}
+	switch e := e.(type) {
+	case *syntax.ParenExpr:
+		return literal(e.X)
+	case *syntax.Literal:
+		switch x := e.Value.(type) {
+		case string:
+			if e.Token == syntax.STRING {
+				v.kind, v.str = kindString, x
+				return v, nil
+			}
+		case int64:
+			v.kind, v.num = kindInt, big.NewInt(x)
+			return v, nil
+		case *big.Int:
+			v.kind, v.num = kindInt, x
+			return v, nil
 		}
-		v := value{line: t.line, list: []value{}}
-		for !(p.tok.kind == tokPunct && p.tok.text == "]") {
-			item, err := p.value()
+	case *syntax.Ident:
+		switch e.Name {
+		case "None":
+			v.kind = kindNone
+			return v, nil
+		case "True", "False":
+			v.kind, v.b = kindBool, e.Name == "True"
+			return v, nil
+		}
+	case *syntax.UnaryExpr:
+		// A signed integer, -1 or +1, is a literal too.
+		if l, ok := e.X.(*syntax.Literal); ok && (e.Op == syntax.MINUS || e.Op == syntax.PLUS) && l.Token == syntax.INT {
+			n, err := literal(l)
 			if err != nil {
 				return value{}, err
 			}
-			v.list = append(v.list, item)
-			if p.tok.kind == tokPunct && p.tok.text == "," {
-				if err := p.advance(); err != nil {
-					return value{}, err
-				}
-				continue
+			if e.Op == syntax.MINUS {
+				n.num = new(big.Int).Neg(n.num)
 			}
-			if !(p.tok.kind == tokPunct && p.tok.text == "]") {
-				return value{}, p.lex.errorf(p.tok.line, "expected \",\" or \"]\", found %s", describe(p.tok))
+			n.pos = v.pos
+			return n, nil
+		}
+	case *syntax.ListExpr:
+		items, err := literals(e.List)
+		v.kind, v.list = kindList, items
+		return v, err
+	case *syntax.TupleExpr:
+		items, err := literals(e.List)
+		v.kind, v.list = kindTuple, items
+		return v, err
+	case *syntax.DictExpr:
+		return literalDict(e)
+	}
+	switch e := e.(type) {
+	case *syntax.BinaryExpr:
+		return value{}, fmt.Errorf("%s: unexpected '%s': %s", e.OpPos, e.Op, literalsRead)
+	case *syntax.UnaryExpr:
+		return value{}, fmt.Errorf("%s: unexpected '%s': %s", e.OpPos, e.Op, literalsRead)
+	}
+	return value{}, fmt.Errorf("%s: %s, found %s", v.pos, literalsRead, describe(e))
+}
+
+// literals evaluates the items of a list or a tuple.
+func literals(exprs []syntax.Expr) ([]value, error) {
+	var out []value
+	for _, e := range exprs {
+		v, err := literal(e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// literalDict evaluates a dict literal. As in Starlark, a key must be
+// hashable and given once.
+func literalDict(e *syntax.DictExpr) (value, error) {
+	v := value{pos: e.Lbrace, kind: kindDict}
+	seen := map[string]bool{}
+	for _, item := range e.List {
+		entry := item.(*syntax.DictEntry)
+		k, err := literal(entry.Key)
+		if err != nil {
+			return value{}, err
+		}
+		if !k.hashable() {
+			return value{}, fmt.Errorf("%s: a dict key cannot be a list or a dict", k.pos)
+		}
+		if seen[k.repr()] {
+			return value{}, fmt.Errorf("%s: dict key %s given twice", k.pos, k.repr())
+		}
+		seen[k.repr()] = true
+		val, err := literal(entry.Value)
+		if err != nil {
+			return value{}, err
+		}
+		v.dict = append(v.dict, dictEntry{key: k, val: val})
+	}
+	return v, nil
+}
+
+// hashable reports whether a value can be a dict key.
+func (v value) hashable() bool {
+	switch v.kind {
+	case kindList, kindDict:
+		return false
+	case kindTuple:
+		for _, item := range v.list {
+			if !item.hashable() {
+				return false
 			}
 		}
-		return v, p.advance()
 	}
-	return value{}, p.lex.errorf(t.line, "only literal strings, lists and None are read as values, found %s", describe(t))
+	return true
+}
+
+// repr writes a value in Starlark syntax, for errors and to tell dict keys
+// apart.
+func (v value) repr() string {
+	switch v.kind {
+	case kindString:
+		return strconv.Quote(v.str)
+	case kindInt:
+		return v.num.String()
+	case kindBool:
+		if v.b {
+			return "True"
+		}
+		return "False"
+	case kindList, kindTuple:
+		items := make([]string, len(v.list))
+		for i, item := range v.list {
+			items[i] = item.repr()
+		}
+		if v.kind == kindList {
+			return "[" + strings.Join(items, ", ") + "]"
+		}
+		if len(items) == 1 {
+			return "(" + items[0] + ",)"
+		}
+		return "(" + strings.Join(items, ", ") + ")"
+	case kindDict:
+		items := make([]string, len(v.dict))
+		for i, entry := range v.dict {
+			items[i] = entry.key.repr() + ": " + entry.val.repr()
+		}
+		return "{" + strings.Join(items, ", ") + "}"
+	}
+	return "None"
+}
+
+// describe names an expression in an error.
+func describe(e syntax.Expr) string {
+	switch e := e.(type) {
+	case *syntax.ParenExpr:
+		return describe(e.X)
+	case *syntax.Literal:
+		switch e.Token {
+		case syntax.STRING:
+			return "the string " + shorten(e.Raw)
+		case syntax.BYTES:
+			return "the bytes literal " + shorten(e.Raw)
+		case syntax.FLOAT:
+			return "the float " + e.Raw
+		}
+		return e.Raw
+	case *syntax.Ident:
+		return "the name " + e.Name
+	case *syntax.BinaryExpr:
+		if e.Op == syntax.EQ {
+			return "a keyword argument"
+		}
+		return "the operator '" + e.Op.String() + "'"
+	case *syntax.UnaryExpr:
+		if e.Op == syntax.STAR || e.Op == syntax.STARSTAR {
+			return "'" + e.Op.String() + "' unpacking"
+		}
+		return "the operator '" + e.Op.String() + "'"
+	case *syntax.CallExpr:
+		return "a call"
+	case *syntax.DotExpr:
+		return "the attribute ." + e.Name.Name
+	case *syntax.IndexExpr:
+		return "an index"
+	case *syntax.SliceExpr:
+		return "a slice"
+	case *syntax.Comprehension:
+		return "a comprehension"
+	case *syntax.LambdaExpr:
+		return "a lambda"
+	case *syntax.CondExpr:
+		return "a conditional expression"
+	case *syntax.ListExpr:
+		return "a list"
+	case *syntax.TupleExpr:
+		return "a tuple"
+	case *syntax.DictExpr:
+		return "a dict"
+	}
+	return "an expression"
+}
+
+// shorten cuts a literal's text for an error.
+func shorten(raw string) string {
+	if r := []rune(raw); len(r) > 40 {
+		return string(r[:37]) + "..."
+	}
+	return raw
+}
+
+// describeStmt names a statement that is not an expression in an error.
+func describeStmt(s syntax.Stmt) string {
+	switch s := s.(type) {
+	case *syntax.AssignStmt:
+		if s.Op == syntax.EQ {
+			return "an assignment"
+		}
+		return "an assignment " + s.Op.String()
+	case *syntax.LoadStmt:
+		return "a load statement"
+	case *syntax.DefStmt:
+		return "a function definition"
+	case *syntax.IfStmt:
+		return "an if statement"
+	case *syntax.ForStmt:
+		return "a for loop"
+	case *syntax.WhileStmt:
+		return "a while loop"
+	case *syntax.ReturnStmt:
+		return "a return statement"
+	case *syntax.BranchStmt:
+		return "a " + s.Token.String() + " statement"
+	}
+	return "a statement"
+}
+
+// fString finds a Python f-string prefix before a quote.
+var fString = regexp.MustCompile(`(^|[^\w])([fF][rR]?|[rR][fF])["']`)
+
+// syntaxError returns a syntax error of the parser, which names
+// file:line:col, with a hint where a Python user would expect more than
+// Starlark has: f"..." reads as the name f, then a string.
+func syntaxError(err error, src string) error {
+	var e syntax.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	lines := strings.Split(src, "\n")
+	if n := int(e.Pos.Line); strings.HasPrefix(e.Msg, "got string literal") && n >= 1 && n <= len(lines) && fString.MatchString(lines[n-1]) {
+		return fmt.Errorf("%w (f-strings are not read: write the string as a plain literal)", e)
+	}
+	return e
 }
