@@ -73,9 +73,17 @@ var podChecks = []podCheck{
 			return ""
 		},
 		func(j *batchv1.Job) { j.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure }},
-	{"backoffLimit 0",
-		func(_ variant, j *batchv1.Job) string { return wantInt32(j.Spec.BackoffLimit, 0) },
-		func(j *batchv1.Job) { j.Spec.BackoffLimit = nil }},
+	{"a failed pod is replaced once, and only when its command never started",
+		func(_ variant, j *batchv1.Job) string { return checkRetries(j) },
+		func(j *batchv1.Job) { j.Spec.PodFailurePolicy = nil }},
+	{"a pod is replaced only once it has ended",
+		func(_ variant, j *batchv1.Job) string {
+			if got := j.Spec.PodReplacementPolicy; got == nil || *got != batchv1.Failed {
+				return fmt.Sprintf("podReplacementPolicy = %s, want Failed", ptrString(got))
+			}
+			return ""
+		},
+		func(j *batchv1.Job) { j.Spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed) }},
 	{"activeDeadlineSeconds is timeout + grace + margin",
 		func(v variant, j *batchv1.Job) string { return wantInt64(j.Spec.ActiveDeadlineSeconds, v.wantDeadline) },
 		func(j *batchv1.Job) { *j.Spec.ActiveDeadlineSeconds -= int64(DeadlineMargin / time.Second) }},

@@ -57,15 +57,21 @@ func Job(p Params) *batchv1.Job {
 			meta.Annotations[AnnotationDecision] = string(b)
 		}
 	}
+	spec := podSpec(p, sb)
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](0),
+			// A pod that failed before its command started is replaced
+			// StartRetries times; any other failure fails the Job at once
+			// (PodFailurePolicy), so a command never runs twice.
+			BackoffLimit:          ptr.To(StartRetries),
+			PodFailurePolicy:      PodFailurePolicy(spec),
+			PodReplacementPolicy:  ptr.To(batchv1.Failed),
 			ActiveDeadlineSeconds: ptr.To(ActiveDeadlineSeconds(p.timeout())),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: PodLabels(p)},
-				Spec:       podSpec(p, sb),
+				Spec:       spec,
 			},
 		},
 	}

@@ -9,7 +9,11 @@
 // and group 65532 with runAsNonRoot, the RuntimeDefault seccomp profile,
 // automountServiceAccountToken false and no service links; every container has a
 // read-only root filesystem, no privilege escalation and every capability
-// dropped. The Job runs once (backoffLimit 0, restartPolicy Never), has a
+// dropped. The pod runs once (restartPolicy Never). The Job makes a
+// second pod only when the first failed before its command could start,
+// an init container having failed (a kubelet restart while the pod
+// starts, say), and fails at once on any other failure, so a command
+// never runs twice (StartRetries, PodFailurePolicy). The Job has a
 // deadline (see ActiveDeadlineSeconds) and is deleted by the operator
 // ttlSecondsAfterFinished after the run's result is recorded (see
 // AnnotationTTLSecondsAfterFinished); it is owned by its CommandRun.
@@ -199,7 +203,10 @@ const (
 	// skill's image among them), the init containers, the runner draining the output of killed processes (up to
 	// half a second) and writing its result. A pod that takes longer than
 	// that to start cuts the command short: the Job fails with
-	// DeadlineExceeded, and the run has no result.
+	// DeadlineExceeded, and the run has no result. A pod that replaces
+	// one that failed to start (PodFailurePolicy) starts at least ten
+	// seconds later (the Job controller's backoff), which the margin
+	// covers too when the first pod failed quickly.
 	DeadlineMargin = 30 * time.Second
 	// TerminationGracePeriodSeconds gives a stopped pod's runner its
 	// RunnerGrace and five more seconds to report before the kubelet kills
