@@ -123,6 +123,7 @@ func TestEndToEnd(t *testing.T) {
 		{"14 the fence holds without identity and opens exactly", fenceHolds},
 		{"15 the doctor passes and finds an allow-all egress policy", doctorFindsAnOpenFence},
 		{"16 a skill served from an image runs in the sandbox", skillFromImage},
+		{"16b a command runs under a policy at the CRD's limit", policyAtTheLimit},
 		{"17 chaos: faults while commands run (short form)", chaosShort},
 		{"18 the doctor finds a stopped enforcer", doctorFindsAStoppedEnforcer},
 	}
