@@ -16,8 +16,8 @@ import (
 // bound), a command that ended fails the Job first, and a pod that reached
 // a node fails it last.
 func checkRetries(j *batchv1.Job) string {
-	if got := ptr.Deref(j.Spec.BackoffLimit, -1); got != StartRetries {
-		return fmt.Sprintf("backoffLimit = %d, want %d", got, StartRetries)
+	if msg := wantInt32(j.Spec.BackoffLimit, StartRetries); msg != "" {
+		return "backoffLimit: " + msg
 	}
 	pfp := j.Spec.PodFailurePolicy
 	if pfp == nil || len(pfp.Rules) < 2 {
