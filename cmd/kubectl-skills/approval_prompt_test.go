@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -154,24 +153,6 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return master, slave
 }
 
-// syncBuffer is a buffer a running command writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestListPendingWatch follows runs as they come to wait and leave.
 func TestListPendingWatch(t *testing.T) {
 	const ns = "watching"
@@ -182,7 +163,7 @@ func TestListPendingWatch(t *testing.T) {
 	waitPhase(t, ns, "first", skillsv1.PhaseAwaitingApproval)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut clitest.SyncBuffer
 	done := make(chan int)
 	go func() {
 		done <- cli.ExecuteContext(ctx, []string{"list", "--pending", "--watch", "--kubeconfig", alice.kubeconfig},

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/tools/pager"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -54,6 +59,10 @@ const listExample = `  # Every run of the namespace agents
 
   # Follow what comes to wait for a person, until Ctrl-C
   kubectl skills list --pending --watch -n agents`
+
+// listPageSize is how many CommandRuns one list request asks for, as
+// kubectl get's --chunk-size.
+const listPageSize = 500
 
 // commandColumnRunes is how much of a command the COMMAND column shows.
 const commandColumnRunes = 48
@@ -110,11 +119,10 @@ func (o *listOptions) run(ctx context.Context) error {
 			table: runTable{pending: true, watch: true, namespaces: o.allNamespaces}}
 		return f.run(ctx)
 	}
-	var list skillsv1.CommandRunList
-	if err := c.List(ctx, &list, opts...); err != nil {
+	runs, _, err := listRuns(ctx, c, opts)
+	if err != nil {
 		return explainAccess(err, "list CommandRuns in "+where, "list")
 	}
-	runs := list.Items
 	if o.pending {
 		runs = awaiting(runs)
 	}
@@ -127,6 +135,37 @@ func (o *listOptions) run(ctx context.Context) error {
 		return nil
 	}
 	return writeRunTable(o.Streams.Out, runs, runTable{pending: o.pending, namespaces: o.allNamespaces}, time.Now())
+}
+
+// listRuns lists the CommandRuns that opts select, listPageSize at a time
+// (the API server may return fewer), and returns them with the
+// resourceVersion the list was read at. Should a page's continue token
+// expire, the pager lists everything again in one request.
+func listRuns(ctx context.Context, c client.Reader, opts []client.ListOption) ([]skillsv1.CommandRun, string, error) {
+	p := pager.New(func(ctx context.Context, page metav1.ListOptions) (runtime.Object, error) {
+		var list skillsv1.CommandRunList
+		err := c.List(ctx, &list, append(slices.Clip(opts), client.Limit(page.Limit), client.Continue(page.Continue))...)
+		return &list, err
+	})
+	p.PageSize = listPageSize
+	obj, _, err := p.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	list, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, "", err
+	}
+	var runs []skillsv1.CommandRun
+	err = meta.EachListItem(obj, func(item runtime.Object) error {
+		run, ok := item.(*skillsv1.CommandRun)
+		if !ok {
+			return fmt.Errorf("listed a %T, not a CommandRun", item)
+		}
+		runs = append(runs, *run)
+		return nil
+	})
+	return runs, list.GetResourceVersion(), err
 }
 
 // awaiting keeps the runs awaiting approval.

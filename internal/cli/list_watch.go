@@ -6,25 +6,32 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
-	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
-
-// minWatchLife is how long a watch must have lasted for the next one to
-// start at once; a watch the server ends sooner is started again after it.
-const minWatchLife = time.Second
 
 // follower prints the runs awaiting approval, then follows the cluster:
 // a row for each run that comes to await approval, and one for each that
 // leaves it (with its new phase, or Deleted).
+//
+// It lists the runs page by page, then watches from the list's
+// resourceVersion with client-go's RetryWatcher, which starts the watch
+// again from the last version seen whenever the API server ends it. When
+// the server no longer has that version (410 Gone, "too old resource
+// version"), the follower lists again, prints what changed in between,
+// and watches from the new list.
 type follower struct {
 	c      client.WithWatch
 	opts   []client.ListOption
@@ -40,10 +47,13 @@ type follower struct {
 func (f *follower) run(ctx context.Context) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The RetryWatcher logs the watches it starts again through klog; the
+	// command speaks only through its table and its error.
+	ctx = klog.NewContext(ctx, logr.Discard())
 	f.shown = map[client.ObjectKey]skillsv1.CommandRun{}
 	rv, err := f.list(ctx, true)
 	for err == nil {
-		rv, err = f.follow(ctx, rv)
+		rv, err = f.watchFrom(ctx, rv)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -55,12 +65,12 @@ func (f *follower) run(ctx context.Context) error {
 // first list, the table of the runs awaiting approval. It returns the
 // list's resourceVersion.
 func (f *follower) list(ctx context.Context, first bool) (string, error) {
-	var list skillsv1.CommandRunList
-	if err := f.c.List(ctx, &list, f.opts...); err != nil {
+	runs, rv, err := listRuns(ctx, f.c, f.opts)
+	if err != nil {
 		return "", explainAccess(err, "list CommandRuns in "+f.where, "list")
 	}
 	if first {
-		runs := awaiting(list.Items)
+		runs = awaiting(runs)
 		for _, r := range runs {
 			f.shown[client.ObjectKeyFromObject(&r)] = r
 		}
@@ -70,12 +80,12 @@ func (f *follower) list(ctx context.Context, first bool) (string, error) {
 		if len(runs) == 0 {
 			_, _ = fmt.Fprintf(f.errOut, "No CommandRuns awaiting approval in %s yet; waiting for new ones.\n", f.where)
 		}
-		return list.ResourceVersion, nil
+		return rv, nil
 	}
 	present := map[client.ObjectKey]bool{}
-	for i := range list.Items {
-		present[client.ObjectKeyFromObject(&list.Items[i])] = true
-		if err := f.see(&list.Items[i]); err != nil {
+	for i := range runs {
+		present[client.ObjectKeyFromObject(&runs[i])] = true
+		if err := f.see(&runs[i]); err != nil {
 			return "", err
 		}
 	}
@@ -86,37 +96,43 @@ func (f *follower) list(ctx context.Context, first bool) (string, error) {
 			}
 		}
 	}
-	return list.ResourceVersion, nil
+	return rv, nil
 }
 
-// follow watches from resourceVersion rv until the watch ends, and returns
-// where to resume: the last resourceVersion seen, or a new list's when the
-// server no longer has rv.
-func (f *follower) follow(ctx context.Context, rv string) (string, error) {
-	started := time.Now()
-	w, err := f.c.Watch(ctx, &skillsv1.CommandRunList{}, append(f.opts[:len(f.opts):len(f.opts)],
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})...)
+// watchFrom follows the runs from resourceVersion rv and prints what changes,
+// until the server no longer has the version to resume from: then it lists
+// again and returns the new list's resourceVersion. The API server sends
+// that refusal as an event of the watch (410 Gone), which the RetryWatcher
+// passes on and does not retry.
+func (f *follower) watchFrom(ctx context.Context, rv string) (string, error) {
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return f.c.Watch(ctx, &skillsv1.CommandRunList{}, append(slices.Clip(f.opts), &client.ListOptions{Raw: &opts})...)
+		},
+	})
 	if err != nil {
-		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-			return f.list(ctx, false)
-		}
-		return rv, explainAccess(err, "watch CommandRuns in "+f.where, "watch")
+		return rv, err
 	}
-	defer w.Stop()
+	defer func() {
+		w.Stop()
+		<-w.Done()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return rv, ctx.Err()
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return rv, pause(ctx, started)
+				// It stops by itself only after an error it passed on;
+				// should it stop otherwise, watch again.
+				return rv, ctx.Err()
 			}
 			if ev.Type == watch.Error {
 				err := apierrors.FromObject(ev.Object)
 				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 					return f.list(ctx, false)
 				}
-				return rv, fmt.Errorf("failed to watch CommandRuns in %s: %s", f.where, cmdline.OneLine(err.Error()))
+				return rv, explainAccess(err, "watch CommandRuns in "+f.where, "watch")
 			}
 			run, isRun := ev.Object.(*skillsv1.CommandRun)
 			if !isRun {
@@ -133,21 +149,6 @@ func (f *follower) follow(ctx context.Context, rv string) (string, error) {
 				return rv, err
 			}
 		}
-	}
-}
-
-// pause waits a moment before a watch that the server ended quickly is
-// started again, so that a server that ends every watch is not flooded.
-func pause(ctx context.Context, started time.Time) error {
-	left := minWatchLife - time.Since(started)
-	if left <= 0 {
-		return nil
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(left):
-		return nil
 	}
 }
 

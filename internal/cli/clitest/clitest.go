@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -37,6 +38,24 @@ func Run(in string, args ...string) Result {
 	streams := genericiooptions.IOStreams{In: strings.NewReader(in), Out: &stdout, ErrOut: &stderr}
 	code := cli.Execute(args, streams)
 	return Result{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+}
+
+// SyncBuffer is a buffer a running command writes while the test reads.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // RepoRoot is the root of the kubeskills checkout.
