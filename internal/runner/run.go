@@ -14,8 +14,11 @@
 // refuses what the policy does not allow in this run (Enforcer).
 //
 // The package imports the standard library, mvdan.cc/sh/v3 and
-// internal/policy, all pure Go with no Kubernetes code, so cmd/runner stays
-// a small static binary that an init container can copy into any image.
+// internal/policy and, on Linux, for the supervision of the programs the
+// command starts, golang.org/x/sys/unix and, for its seccomp filter,
+// github.com/elastic/go-seccomp-bpf and golang.org/x/net/bpf: all pure Go
+// with no Kubernetes code, so cmd/runner stays a small static binary that
+// an init container can copy into any image.
 package runner
 
 import (

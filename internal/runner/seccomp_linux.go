@@ -16,14 +16,24 @@ import (
 // A process the supervisor traces can ask the kernel not to be followed:
 // clone(2) with CLONE_UNTRACED makes a child ptrace does not attach to,
 // whatever PTRACE_O_TRACE* say, and no program that child execs would be
-// judged. confineClones closes that with a seccomp filter on the whole
-// supervised tree:
+// judged. And every process of the tree runs as the runner's user, which
+// the kernel lets trace the runner or read and write its memory. confineTree
+// closes both with a seccomp filter on the whole supervised tree:
 //
 //   - clone with CLONE_UNTRACED in its flags fails with EPERM;
 //   - clone3 fails with ENOSYS: its flags are in a struct in the caller's
 //     memory, which a filter cannot read. ENOSYS is what a kernel without
 //     clone3 answers, and glibc, musl and Go then use clone (the Go
 //     runtime and os/exec use clone anyway);
+//   - ptrace with PTRACE_ATTACH or PTRACE_SEIZE fails with EPERM, and so
+//     do process_vm_readv and process_vm_writev: no process of the tree
+//     can trace the runner or read or write its memory (shieldRunner is
+//     the other wall), nor another process's. ptrace's other requests
+//     stay: the supervisor's thread carries the filter as well and sends
+//     them to its tracees, and the kernel takes them only from a
+//     process's tracer, which no process of the tree can become (without
+//     those two requests; PTRACE_TRACEME fails for a process that is
+//     traced already, as every process of the tree is);
 //   - every other system call is allowed.
 //
 // The rules hold for the native ABI and for the 32-bit one a process can
@@ -47,7 +57,7 @@ const (
 	seccompENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
 )
 
-// confineClones sets no_new_privs and installs the filters on the calling
+// confineTree sets no_new_privs and installs the filters on the calling
 // thread only (no SECCOMP_FILTER_FLAG_TSYNC). startSupervised calls it on
 // the supervisor's thread, locked with runtime.LockOSThread, just before
 // that thread forks the shell: the kernel hands a thread's filters and
@@ -65,8 +75,8 @@ const (
 // sandbox container (allowPrivilegeEscalation: false) already runs with
 // it. It also keeps setuid and file-capability programs of the tree from
 // gaining privileges.
-func confineClones() error {
-	filters, err := cloneFilters()
+func confineTree() error {
+	filters, err := treeFilters()
 	if err != nil {
 		return err
 	}
@@ -81,12 +91,12 @@ func confineClones() error {
 	return nil
 }
 
-// cloneFilters returns the programs confineClones installs: the native
+// treeFilters returns the programs confineTree installs: the native
 // ABI's, then the 32-bit ABI's. go-seccomp-bpf assembles the native one
 // (with its check of the architecture and x32); it allows every call of
 // another architecture, and cannot target one, so the 32-bit ABI's rules
 // are a second, short program.
-func cloneFilters() ([][]bpf.Instruction, error) {
+func treeFilters() ([][]bpf.Instruction, error) {
 	compat, err := compatABI()
 	if err != nil {
 		return nil, err
@@ -100,6 +110,17 @@ func cloneFilters() ([][]bpf.Instruction, error) {
 				NamesWithCondtions: []seccomp.NameWithConditions{{Name: "clone", Conditions: seccomp.ArgumentConditions{
 					{Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_UNTRACED},
 				}}},
+				Action: seccomp.Action(seccompEPERM),
+			},
+			{
+				// The requests that make the caller a tracer; the
+				// supervisor's thread carries the filter too, and its
+				// other requests, as every request on a tracee, must work.
+				NamesWithCondtions: []seccomp.NameWithConditions{
+					{Name: "ptrace", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.PTRACE_ATTACH}}},
+					{Name: "ptrace", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.PTRACE_SEIZE}}},
+				},
+				Names:  []string{"process_vm_readv", "process_vm_writev"},
 				Action: seccomp.Action(seccompEPERM),
 			},
 			{Names: []string{"clone3"}, Action: seccomp.Action(seccompENOSYS)},
@@ -117,24 +138,32 @@ func cloneFilters() ([][]bpf.Instruction, error) {
 }
 
 // abiFilter is the rules for one ABI alone: it allows every call of
-// another. It reads the low half of clone's flags, which is all of them
-// in a 32-bit ABI and holds CLONE_UNTRACED in any.
+// another. It reads the low half of clone's flags and of ptrace's
+// request, which is all of them in a 32-bit ABI and holds CLONE_UNTRACED
+// in any.
 func abiFilter(abi *arch.Info) ([]bpf.Instruction, error) {
-	clone, clone3, err := syscallNumbers(abi, "clone", "clone3")
+	nr, err := syscallNumbers(abi, "clone", "clone3", "ptrace", "process_vm_readv", "process_vm_writev")
 	if err != nil {
 		return nil, err
 	}
+	clone, clone3, ptrace, vmRead, vmWrite := nr[0], nr[1], nr[2], nr[3], nr[4]
 	return []bpf.Instruction{
 		/* 0 */ bpf.LoadAbsolute{Off: seccompArchOffset, Size: 4},
-		/* 1 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(abi.ID), SkipTrue: 5}, // 7
+		/* 1 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(abi.ID), SkipTrue: 11}, // 13
 		/* 2 */ bpf.LoadAbsolute{Off: seccompNrOffset, Size: 4},
-		/* 3 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: clone3, SkipTrue: 5}, // 9
-		/* 4 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: clone, SkipTrue: 2}, // 7
-		/* 5 */ bpf.LoadAbsolute{Off: seccompArg0Offset, Size: 4},
-		/* 6 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: unix.CLONE_UNTRACED, SkipTrue: 1}, // 8
-		/* 7 */ bpf.RetConstant{Val: seccompAllow},
-		/* 8 */ bpf.RetConstant{Val: seccompEPERM},
-		/* 9 */ bpf.RetConstant{Val: seccompENOSYS},
+		/* 3 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: clone3, SkipTrue: 11}, // 15
+		/* 4 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: vmRead, SkipTrue: 9}, // 14
+		/* 5 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: vmWrite, SkipTrue: 8}, // 14
+		/* 6 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: ptrace, SkipTrue: 3}, // 10
+		/* 7 */ bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: clone, SkipTrue: 5}, // 13
+		/* 8 */ bpf.LoadAbsolute{Off: seccompArg0Offset, Size: 4},
+		/* 9 */ bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: unix.CLONE_UNTRACED, SkipTrue: 4, SkipFalse: 3}, // 14, 13
+		/* 10 */ bpf.LoadAbsolute{Off: seccompArg0Offset, Size: 4},
+		/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.PTRACE_ATTACH, SkipTrue: 2}, // 14
+		/* 12 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.PTRACE_SEIZE, SkipTrue: 1}, // 14
+		/* 13 */ bpf.RetConstant{Val: seccompAllow},
+		/* 14 */ bpf.RetConstant{Val: seccompEPERM},
+		/* 15 */ bpf.RetConstant{Val: seccompENOSYS},
 	}, nil
 }
 
@@ -147,17 +176,20 @@ func compatABI() (*arch.Info, error) {
 	case "arm64":
 		return arch.ARM, nil
 	}
-	return nil, fmt.Errorf("the runner filters clone(2) only on amd64 and arm64, not %s", runtime.GOARCH)
+	return nil, fmt.Errorf("the runner filters the system calls of the command's processes only on amd64 and arm64, not %s", runtime.GOARCH)
 }
 
-// syscallNumbers looks two system calls up in an ABI's table.
-func syscallNumbers(abi *arch.Info, a, b string) (uint32, uint32, error) {
-	na, okA := abi.SyscallNames[a]
-	nb, okB := abi.SyscallNames[b]
-	if !okA || !okB {
-		return 0, 0, fmt.Errorf("no %s or %s in the %s system call table", a, b, abi.Name)
+// syscallNumbers looks system calls up in an ABI's table, in order.
+func syscallNumbers(abi *arch.Info, names ...string) ([]uint32, error) {
+	nrs := make([]uint32, len(names))
+	for i, name := range names {
+		nr, ok := abi.SyscallNames[name]
+		if !ok {
+			return nil, fmt.Errorf("no %s in the %s system call table", name, abi.Name)
+		}
+		nrs[i] = uint32(nr)
 	}
-	return uint32(na), uint32(nb), nil
+	return nrs, nil
 }
 
 // loadFilter installs one program on the calling thread.

@@ -203,9 +203,9 @@ func TestSupervision_Clone3IsNotThere(t *testing.T) {
 }
 
 // The program written by hand for the 32-bit ABI does in the kernel what
-// it does in TestCloneFilters_EveryABI: built for the native ABI, it
+// it does in TestTreeFilters_EveryABI: built for the native ABI, it
 // refuses the same calls there.
-func TestCloneFilters_ByHandInTheKernel(t *testing.T) {
+func TestTreeFilters_ByHandInTheKernel(t *testing.T) {
 	exe, _ := helperExe(t)
 	for _, tc := range []struct{ how, want string }{
 		{"untraced", "untraced: EPERM\n"},
@@ -311,8 +311,8 @@ func seccompData(nr, auditArch uint32, arg0 uint64) []byte {
 
 // The filters' answer for every ABI a process of this machine can call,
 // including those no test program here can reach (a 32-bit ABI, x32).
-func TestCloneFilters_EveryABI(t *testing.T) {
-	progs, err := cloneFilters()
+func TestTreeFilters_EveryABI(t *testing.T) {
+	progs, err := treeFilters()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,17 +381,34 @@ func TestCloneFilters_EveryABI(t *testing.T) {
 			abiCase{abi.Name + " os/exec's clone", nr(abi, "clone"), id, goStartVM, seccompAllow},
 			abiCase{abi.Name + " clone3", nr(abi, "clone3"), id, 0, seccompENOSYS},
 			abiCase{abi.Name + " execve", nr(abi, "execve"), id, untraced, seccompAllow},
+			abiCase{abi.Name + " ptrace attach", nr(abi, "ptrace"), id, unix.PTRACE_ATTACH, seccompEPERM},
+			abiCase{abi.Name + " ptrace seize", nr(abi, "ptrace"), id, unix.PTRACE_SEIZE, seccompEPERM},
+			abiCase{abi.Name + " ptrace traceme", nr(abi, "ptrace"), id, unix.PTRACE_TRACEME, seccompAllow},
+			abiCase{abi.Name + " ptrace cont", nr(abi, "ptrace"), id, unix.PTRACE_CONT, seccompAllow},
+			abiCase{abi.Name + " ptrace setoptions", nr(abi, "ptrace"), id, unix.PTRACE_SETOPTIONS, seccompAllow},
+			abiCase{abi.Name + " ptrace geteventmsg", nr(abi, "ptrace"), id, unix.PTRACE_GETEVENTMSG, seccompAllow},
+			abiCase{abi.Name + " ptrace pokedata", nr(abi, "ptrace"), id, unix.PTRACE_POKEDATA, seccompAllow},
+			abiCase{abi.Name + " process_vm_readv", nr(abi, "process_vm_readv"), id, 0, seccompEPERM},
+			abiCase{abi.Name + " process_vm_writev", nr(abi, "process_vm_writev"), id, 0, seccompEPERM},
 		)
 	}
 	cases = append(cases,
 		abiCase{native.Name + " clone untraced, high bits set", nr(native, "clone"), uint32(native.ID), untraced | highBits, seccompEPERM},
 		// The other ABI's clone number, called natively, is another call.
 		abiCase{native.Name + " call numbered as " + compat.Name + " clone", nr(compat, "clone"), uint32(native.ID), untraced, seccompAllow},
+		// A native request is a long: with high bits set it is no attach.
+		abiCase{native.Name + " ptrace attach, high bits set", nr(native, "ptrace"), uint32(native.ID), unix.PTRACE_ATTACH | highBits, seccompAllow},
 	)
+	for _, name := range []string{"ptrace", "process_vm_readv", "process_vm_writev"} {
+		if n := nr(compat, name); n != nr(native, name) {
+			cases = append(cases, abiCase{native.Name + " call numbered as " + compat.Name + " " + name, n, uint32(native.ID), unix.PTRACE_ATTACH, seccompAllow})
+		}
+	}
 	if runtime.GOARCH == "amd64" {
 		cases = append(cases,
 			abiCase{"x32 clone", x32Bit | nr(native, "clone"), uint32(native.ID), fork, seccompENOSYS},
 			abiCase{"x32 clone3", x32Bit | nr(native, "clone3"), uint32(native.ID), 0, seccompENOSYS},
+			abiCase{"x32 process_vm_writev", x32Bit | nr(arch.X32, "process_vm_writev"), uint32(native.ID), 0, seccompENOSYS},
 		)
 	}
 	for _, c := range cases {

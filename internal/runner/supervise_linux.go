@@ -71,9 +71,13 @@ func startSupervised(o Options, e *Enforcer, argv []string, files []*os.File, p 
 			started <- fmt.Errorf("failed to read the clock: %w", err)
 			return
 		}
+		if err := shieldRunner(); err != nil {
+			started <- err
+			return
+		}
 		// This thread forks the shell: what it carries, the whole tree
 		// carries, and nothing the tree starts can leave the trace.
-		if err := confineClones(); err != nil {
+		if err := confineTree(); err != nil {
 			started <- confineError(err)
 			return
 		}
@@ -97,6 +101,36 @@ func startSupervised(o Options, e *Enforcer, argv []string, files []*os.File, p 
 		close(p.treeGone)
 	}()
 	return <-started
+}
+
+// shieldRunner makes the runner non-dumpable before the command starts.
+// Every process of the tree runs as the runner's user, and the kernel lets
+// a process of one user trace another of that user, read and write its
+// memory (process_vm_readv and _writev, /proc/PID/mem) and take its file
+// descriptors (/proc/PID/fd, pidfd_getfd): where kernel.yama.ptrace_scope
+// is 0, or Yama is absent, a process of the tree could then change what
+// the supervisor judges or what the runner reports. Only a process with
+// CAP_SYS_PTRACE can do any of that to a process that is not dumpable,
+// and the sandbox drops every capability. The seccomp filter
+// (confineTree) also refuses the tree PTRACE_ATTACH, PTRACE_SEIZE and
+// process_vm_*.
+//
+// Dumpability belongs to the process, not the thread, and only an exec
+// or a change of credentials resets it, which the runner does not do
+// after this: it lasts for the runner's life. An exec makes each program
+// of the tree (the shell first) dumpable again, so the supervisor still
+// reads /proc/PID of every tracee. The runner's own /proc/self stays
+// readable to it: status, cgroup, mountinfo and the task folders are
+// readable by all, and the kernel lets a process read its own exe link
+// and fd folder; its environ, auxv and mem become root's, and the runner
+// reads none of them.
+func shieldRunner() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("failed to supervise the command: the runner cannot make itself non-dumpable "+
+			"(prctl(PR_SET_DUMPABLE): %v), which keeps the command's processes from tracing it, and the "+
+			"runner never runs a command unsupervised", err)
+	}
+	return nil
 }
 
 // startError explains why the shell did not start. PTRACE_TRACEME is the
