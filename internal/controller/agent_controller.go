@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -58,9 +59,10 @@ type AgentReconciler struct {
 	// the skill shard default.
 	CatalogShardBytes int
 
-	// deployments remembers the Deployments applied, to skip applies that
-	// would change nothing.
-	deployments appliedObjects
+	// applied remembers the Deployments, ServiceAccounts, Roles,
+	// RoleBindings, Services and NetworkPolicies applied, to skip applies
+	// that would change nothing.
+	applied appliedObjects
 	// catalogs remembers the catalog shards written, to skip writes that
 	// would change nothing and to put back any that were edited since.
 	catalogs servedConfigMaps
@@ -70,8 +72,11 @@ type AgentReconciler struct {
 // +kubebuilder:rbac:groups=kubeskills.io,resources=agents/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandruns,verbs=create
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;create;update;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update;patch
+// The agent's own objects are watched (only those the operator labels), so
+// an edit of one is undone at once and a pass that would change nothing
+// writes nothing.
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create
 
@@ -99,6 +104,10 @@ func (r *AgentReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&corev1.ServiceAccount{}).
+		Owns(&corev1.Service{}).
+		Owns(&rbacv1.Role{}).
+		Owns(&rbacv1.RoleBinding{}).
 		Watches(&skillsv1.Skill{}, handler.EnqueueRequestsFromMapFunc(r.agentsForSkill),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				before, ok1 := e.ObjectOld.(*skillsv1.Skill)
@@ -118,7 +127,7 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
-		r.deployments.forget(types.NamespacedName{Namespace: req.Namespace, Name: agentObjectName(req.Name)})
+		r.applied.forgetNamed(types.NamespacedName{Namespace: req.Namespace, Name: agentObjectName(req.Name)})
 		for i := range catalog.MaxShards {
 			r.catalogs.forget(types.NamespacedName{Namespace: req.Namespace, Name: catalogShardName(req.Name, i)})
 		}
@@ -181,14 +190,14 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) (tim
 		return 0, err
 	}
 	deploy := agentDeployment(agentParams{agent: a, image: r.Image, catalog: cat, tokenSecret: token})
+	// Each object is applied only when the apply would change it: when it
+	// differs from what was last applied, or someone changed it since, or
+	// it is not there.
 	for _, obj := range []client.Object{agentServiceAccount(a), agentRole(a), agentRoleBinding(a), agentService(a), agentNetworkPolicy(a)} {
-		if err := applyTakingOver(ctx, r.Client, r.APIReader, r.Recorder, a, obj); err != nil {
+		if err := r.applyChild(ctx, a, obj); err != nil {
 			return 0, err
 		}
 	}
-	// The Deployment, the largest object, is applied only when the apply
-	// would change it: when it differs from what was last applied, or
-	// someone changed it since, or it is not there.
 	current := &appsv1.Deployment{}
 	switch err := r.Get(ctx, client.ObjectKeyFromObject(deploy), current); {
 	case err == nil:
@@ -198,7 +207,9 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) (tim
 	case !apierrors.IsNotFound(err):
 		return 0, fmt.Errorf("failed to get Deployment %s: %w", klog.KObj(deploy), err)
 	}
-	applied, err := r.deployments.apply(ctx, r.Client, deploy, current.ResourceVersion)
+	applied, err := r.applied.apply(ctx, r.Client, deploy, current.ResourceVersion, func(ctx context.Context, obj client.Object) error {
+		return apply(ctx, r.Client, obj)
+	})
 	if err != nil {
 		return 0, err
 	}
@@ -248,6 +259,26 @@ func (r *AgentReconciler) fenceSandboxes(ctx context.Context, a *skillsv1.Agent,
 		}
 	}
 	return wait, nil
+}
+
+// applyChild applies one of the Agent's objects that the cache holds
+// whole (applyTakingOver), unless the apply would change nothing.
+func (r *AgentReconciler) applyChild(ctx context.Context, a *skillsv1.Agent, obj client.Object) error {
+	current, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("failed to copy %T", obj)
+	}
+	live := ""
+	switch err := r.Get(ctx, client.ObjectKeyFromObject(obj), current); {
+	case err == nil:
+		live = current.GetResourceVersion()
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("failed to get %s %s: %w", kindOf(r.Client, obj), klog.KObj(obj), err)
+	}
+	_, err := r.applied.apply(ctx, r.Client, obj, live, func(ctx context.Context, obj client.Object) error {
+		return applyTakingOver(ctx, r.Client, r.APIReader, r.Recorder, a, obj)
+	})
+	return err
 }
 
 // resolveSkills reads the Skills the Agent names and selects.

@@ -17,13 +17,18 @@ import (
 
 // apply server-side applies a whole object built by a pure function, under
 // the operator's field owner. Fields the builder leaves out are released, so
-// what the builder returns is exactly what the operator owns.
+// what the builder returns is exactly what the operator owns. obj gets the
+// resourceVersion the API server answered with.
 func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	u, err := applyContent(c, obj)
 	if err != nil {
 		return err
 	}
-	return applyUnstructured(ctx, c, u)
+	if err := applyUnstructured(ctx, c, u); err != nil {
+		return err
+	}
+	obj.SetResourceVersion(u.GetResourceVersion())
+	return nil
 }
 
 // applyContent is what apply sends for obj.
@@ -54,14 +59,19 @@ func applyUnstructured(ctx context.Context, c client.Client, u *unstructured.Uns
 	return nil
 }
 
-// appliedObjects remembers, for each object of one kind the operator
-// applied, what it applied and the resourceVersion the API server answered
-// with. An apply of the same content to an object still at that
-// resourceVersion would change nothing, and is skipped. The zero value is
-// ready to use.
+// appliedObjects remembers, for each object the operator applied, what it
+// applied and the resourceVersion the API server answered with. An apply of
+// the same content to an object still at that resourceVersion would change
+// nothing, and is skipped. The zero value is ready to use.
 type appliedObjects struct {
 	mu   sync.Mutex
-	last map[types.NamespacedName]appliedObject
+	last map[appliedKey]appliedObject
+}
+
+// appliedKey names one object: its kind, namespace and name.
+type appliedKey struct {
+	kind string
+	types.NamespacedName
 }
 
 // appliedObject is one object as the operator last applied it.
@@ -70,11 +80,13 @@ type appliedObject struct {
 	resourceVersion string
 }
 
-// apply applies obj, as apply does, unless the same content was applied
-// before and the object is still at the resourceVersion that apply left
-// (live, as the cache sees it; "" when the cache does not hold it). It
-// tells whether it applied.
-func (a *appliedObjects) apply(ctx context.Context, c client.Client, obj client.Object, live string) (bool, error) {
+// apply applies obj with do (apply, or a variant of it that leaves obj with
+// the resourceVersion answered), unless the same content was applied before
+// and the object is still at the resourceVersion that apply left (live, as
+// the cache sees it; "" when the cache does not hold it). It tells whether
+// it applied.
+func (a *appliedObjects) apply(ctx context.Context, c client.Client, obj client.Object, live string,
+	do func(context.Context, client.Object) error) (bool, error) {
 	u, err := applyContent(c, obj)
 	if err != nil {
 		return false, err
@@ -83,7 +95,7 @@ func (a *appliedObjects) apply(ctx context.Context, c client.Client, obj client.
 	if err != nil {
 		return false, fmt.Errorf("failed to encode %s %s: %w", u.GetKind(), klog.KObj(u), err)
 	}
-	key := client.ObjectKeyFromObject(obj)
+	key := appliedKey{kind: u.GetKind(), NamespacedName: client.ObjectKeyFromObject(obj)}
 	want := appliedObject{sum: sha256.Sum256(data), resourceVersion: live}
 	a.mu.Lock()
 	last, ok := a.last[key]
@@ -91,14 +103,14 @@ func (a *appliedObjects) apply(ctx context.Context, c client.Client, obj client.
 	if ok && live != "" && last == want {
 		return false, nil
 	}
-	if err := applyUnstructured(ctx, c, u); err != nil {
+	if err := do(ctx, obj); err != nil {
 		a.forget(key)
 		return false, err
 	}
-	want.resourceVersion = u.GetResourceVersion()
+	want.resourceVersion = obj.GetResourceVersion()
 	a.mu.Lock()
 	if a.last == nil {
-		a.last = map[types.NamespacedName]appliedObject{}
+		a.last = map[appliedKey]appliedObject{}
 	}
 	a.last[key] = want
 	a.mu.Unlock()
@@ -106,8 +118,20 @@ func (a *appliedObjects) apply(ctx context.Context, c client.Client, obj client.
 }
 
 // forget drops what is remembered of an object.
-func (a *appliedObjects) forget(key types.NamespacedName) {
+func (a *appliedObjects) forget(key appliedKey) {
 	a.mu.Lock()
 	delete(a.last, key)
 	a.mu.Unlock()
+}
+
+// forgetNamed drops what is remembered of the objects of every kind named
+// key.
+func (a *appliedObjects) forgetNamed(key types.NamespacedName) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range a.last {
+		if k.NamespacedName == key {
+			delete(a.last, k)
+		}
+	}
 }

@@ -128,7 +128,7 @@ func TestAllowedCommandRunsAndReportsItsResult(t *testing.T) {
 	g.Expect(ok).To(BeTrue())
 	g.Expect(recorded).To(Equal(d), "the Job records the decision it runs under")
 	spec := job.Spec.Template.Spec
-	g.Expect(job.Spec.BackoffLimit).To(Equal(ptr.To[int32](0)))
+	g.Expect(job.Spec.BackoffLimit).To(Equal(ptr.To(sandbox.StartRetries)), "only a pod whose command never started is replaced")
 	g.Expect(spec.AutomountServiceAccountToken).To(Equal(ptr.To(false)))
 	g.Expect(spec.SecurityContext.RunAsNonRoot).To(Equal(ptr.To(true)))
 	g.Expect(spec.Containers[0].Image).To(Equal("example.com/toolbox:test"))
