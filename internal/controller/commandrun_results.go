@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeskills/kubeskills/internal/runner"
@@ -39,10 +40,20 @@ var ErrResultPending = errors.New("the Job finished, but its pod does not show i
 // LogFunc returns a container's log.
 type LogFunc func(ctx context.Context, namespace, pod, container string) ([]byte, error)
 
-// PodLogs returns a LogFunc that reads logs with client-go.
+// How much of a sandbox's log is read for its result: the runner writes
+// the result line last, and it encodes at most the output status holds
+// (two streams of 256 KiB, compressed), so the last lines and a few MiB
+// hold it whatever else the log holds.
+const (
+	resultLogTailLines = 16
+	resultLogMaxBytes  = 4 << 20
+)
+
+// PodLogs returns a LogFunc that reads the end of logs with client-go.
 func PodLogs(cs kubernetes.Interface) LogFunc {
 	return func(ctx context.Context, namespace, pod, container string) ([]byte, error) {
-		return cs.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		opts := &corev1.PodLogOptions{Container: container, TailLines: ptr.To[int64](resultLogTailLines), LimitBytes: ptr.To[int64](resultLogMaxBytes)}
+		return cs.CoreV1().Pods(namespace).GetLogs(pod, opts).DoRaw(ctx)
 	}
 }
 
