@@ -22,18 +22,26 @@ import (
 )
 
 // refuseStatus has the API server refuse, in namespace ns, every status
-// write of a CommandRun that says phase (and, with withResult, carries a
-// result), as a write lost to a network fault or an API server restart
-// would be. It returns a function that lifts the refusal.
-func refuseStatus(t *testing.T, ns string, phase skillsv1.RunPhase, withResult bool) (lift func()) {
+// write of a CommandRun that says phase and, unless field is empty, sets
+// that field of the status (result, jobName), as a write lost to a network
+// fault or an API server restart would be. It returns a function that lifts
+// the refusal.
+func refuseStatus(t *testing.T, ns string, phase skillsv1.RunPhase, field string) (lift func()) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
 	refused := fmt.Sprintf("has(object.status) && has(object.status.phase) && object.status.phase == '%s'", phase)
 	probe := fmt.Sprintf(`{"status":{"phase":%q}}`, phase)
-	if withResult {
-		refused += " && has(object.status.result)"
+	name := "probe-" + strings.ToLower(string(phase))
+	switch field {
+	case "result":
 		probe = fmt.Sprintf(`{"status":{"phase":%q,"result":{"exitCode":0}}}`, phase)
+	case "jobName":
+		probe = fmt.Sprintf(`{"status":{"phase":%q,"jobName":"probe"}}`, phase)
+	}
+	if field != "" {
+		refused += " && has(object.status." + field + ")"
+		name += "-" + strings.ToLower(field)
 	}
 	lift, err := env.RefuseStatusWrites(ctx, ns, "commandruns", refused)
 	g.Expect(err).NotTo(HaveOccurred())
@@ -41,10 +49,6 @@ func refuseStatus(t *testing.T, ns string, phase skillsv1.RunPhase, withResult b
 
 	// In force once a probe's status is refused. The probe names no agent,
 	// so the operator only denies it.
-	name := "probe-" + strings.ToLower(string(phase))
-	if withResult {
-		name += "-result"
-	}
 	run := newRun(ns, name, "echo probe")
 	run.Spec.Agent = "ghost"
 	g.Expect(k8s.Create(ctx, run)).To(Succeed())
@@ -55,7 +59,7 @@ func refuseStatus(t *testing.T, ns string, phase skillsv1.RunPhase, withResult b
 }
 
 // TestNoJobBeforeItsDecisionIsRecorded: the status records the decision,
-// and that the run is Running in a named Job, before the Job is created.
+// and the name of the Job the run is to run in, before the Job is created.
 // While that write is refused, no Job is made. The decision never having
 // been recorded, the run is judged on the policy as it is once writes
 // succeed again: edited meanwhile to refuse the command, it denies it, and
@@ -64,7 +68,7 @@ func TestNoJobBeforeItsDecisionIsRecorded(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
-	lift := refuseStatus(t, ns, skillsv1.PhaseRunning, false)
+	lift := refuseStatus(t, ns, skillsv1.PhasePending, "jobName")
 
 	g.Expect(k8s.Create(ctx, newRun(ns, "durable", "echo hello"))).To(Succeed())
 	g.Consistently(func(g Gomega) {
@@ -72,8 +76,7 @@ func TestNoJobBeforeItsDecisionIsRecorded(t *testing.T) {
 	}, 2*time.Second, interval).Should(Succeed())
 	run := &skillsv1.CommandRun{}
 	g.Expect(k8s.Get(ctx, keyOf(ns, "durable"), run)).To(Succeed())
-	g.Expect(run.Status.Phase).NotTo(Equal(skillsv1.PhaseRunning), "the status write was not refused")
-	g.Expect(run.Status.JobName).To(BeEmpty())
+	g.Expect(run.Status.JobName).To(BeEmpty(), "the status write was not refused")
 
 	pol := &skillsv1.CommandPolicy{}
 	g.Expect(k8s.Get(ctx, keyOf(ns, "ops-policy"), pol)).To(Succeed())

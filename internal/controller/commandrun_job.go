@@ -82,7 +82,7 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, p *runPass) (followi
 		res, err = r.Results.Ended(ctx, job)
 	}
 	if res == nil && err == nil {
-		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
+		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name), r.now())
 		return true, 0, nil
 	}
 	if errors.Is(err, ErrResultPending) {
@@ -90,7 +90,7 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, p *runPass) (followi
 		// there yet. Wait for it, but not forever.
 		since := r.now().Sub(jobFinishedAt(job))
 		if since < resultWait {
-			setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Job %s finished; waiting for its pod's final state", job.Name))
+			setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Job %s finished; waiting for its pod's final state", job.Name), r.now())
 			return true, resultPoll, nil
 		}
 		res, err = &runner.Result{ExitCode: -1, Error: fmt.Sprintf("Job %s finished more than %s ago and its pod still shows no final state, "+
@@ -111,7 +111,7 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, p *runPass) (followi
 func (r *CommandRunReconciler) endWithResult(ctx context.Context, p *runPass, job *batchv1.Job) error {
 	run := p.run
 	if run.Status.ServiceAccountName != "" && job != nil {
-		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("The command ended; deleting the pods of Job %s, which hold its credential", job.Name))
+		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("The command ended; deleting the pods of Job %s, which hold its credential", job.Name), r.now())
 		if err := p.then(ctx, func() error { return r.retireToken(ctx, job) }); err != nil {
 			return err
 		}
@@ -265,9 +265,9 @@ func (r *CommandRunReconciler) podsRun(ctx context.Context, run *skillsv1.Comman
 // policy and skill the decision was taken on (reconcile has checked that
 // they did not change since): the runner gets that policy, and the skill's
 // shards are unpacked only when they hold the content of the decision. The
-// status names the Job and says Running before the Job is created
-// (runPass); a Job of that name that this pass did not create is never
-// taken as the run's.
+// status names the Job, with the phase moved off AwaitingApproval to
+// Pending, before the Job is created (runPass); Running once it is. A Job
+// of that name that this pass did not create is never taken as the run's.
 func (r *CommandRunReconciler) startJob(ctx context.Context, p *runPass, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill) error {
 	run := p.run
 	params := sandbox.Params{
@@ -294,7 +294,7 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, p *runPass, pol *sk
 	job := sandbox.Job(params)
 	run.Status.JobName = job.Name
 	run.Status.ServiceAccountName = job.Spec.Template.Spec.ServiceAccountName
-	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Creating Job %s", job.Name))
+	setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Creating Job %s", job.Name), r.now())
 	err = p.then(ctx, func() error { return r.Create(ctx, job) })
 	if apierrors.IsAlreadyExists(err) {
 		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A Job named %q exists that this run did not create; "+
@@ -305,7 +305,7 @@ func (r *CommandRunReconciler) startJob(ctx context.Context, p *runPass, pol *sk
 		return fmt.Errorf("failed to create Job %s: %w", klog.KObj(job), err)
 	}
 	run.Status.StartTime = &metav1.Time{Time: r.now()}
-	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name))
+	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name), r.now())
 	return nil
 }
 

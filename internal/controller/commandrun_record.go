@@ -20,8 +20,8 @@ import (
 // what it decided, it calls runPass.then, which writes the status and does
 // the side effect only once the API server has stored it. That covers:
 //   - the Job: the status names it, with the decision it runs under and the
-//     phase moved off AwaitingApproval, before it is created; a Job the
-//     status does not name is never taken as the run's;
+//     phase moved off AwaitingApproval (to Pending), before it is created;
+//     a Job the status does not name is never taken as the run's;
 //   - the sandbox's credential: the result is stored before the pod whose
 //     token could still be read from it is deleted, so a lost write loses
 //     no result.
@@ -30,8 +30,8 @@ import (
 // finds the run changed (an approval or a denial added, another manager's
 // write) fails, the side effect is not done, and the next pass starts again
 // from what is stored. Admission accepts an approval or a denial only while
-// the stored phase is AwaitingApproval, so once a pass has stored Running,
-// no denial can follow the approval the Job runs on.
+// the stored phase is AwaitingApproval, so once a pass has stored that the
+// Job is being made, no denial can follow the approval the Job runs on.
 
 // errRunChanged says that the run changed since the pass read it: the pass
 // stops, and is tried again on what is stored.

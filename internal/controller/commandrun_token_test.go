@@ -70,8 +70,8 @@ func TestResultIsStoredBeforeTheTokenIsRetired(t *testing.T) {
 	g.Expect(k8s.Create(ctx, newRun(ns, "get-pods", "kubectl get pods -o name"))).To(Succeed())
 	waitPhase(t, ns, "get-pods", skillsv1.PhaseRunning)
 
-	liftResult := refuseStatus(t, ns, skillsv1.PhaseRunning, true)
-	liftEnd := refuseStatus(t, ns, skillsv1.PhaseSucceeded, false)
+	liftResult := refuseStatus(t, ns, skillsv1.PhaseRunning, "result")
+	liftEnd := refuseStatus(t, ns, skillsv1.PhaseSucceeded, "")
 	finishJob(t, ns, "get-pods", &runner.Result{ExitCode: 0, Stdout: "pod/web-0\n"}, false)
 	g.Consistently(func(g Gomega) {
 		g.Expect(sandboxPods(g, ns, "get-pods")).To(HaveLen(1), "the pod went before its result was stored")

@@ -214,21 +214,21 @@ func TestApprovers_ApprovalOfAnApproverNoLongerAskedIsSetAside(t *testing.T) {
 	g.Expect(runnerPolicy(t, job(t, ns, "evict")).Approved).To(BeTrue())
 }
 
-// refuseRunning has the API server refuse, in namespace ns, every status
-// write that says a run is Running, as a write lost to a fault would be;
-// it returns a function that lifts the refusal.
-func refuseRunning(t *testing.T, ns string) (lift func()) {
+// refuseJobName has the API server refuse, in namespace ns, every status
+// write that names a run's Job, as a write lost to a fault would be; it
+// returns a function that lifts the refusal.
+func refuseJobName(t *testing.T, ns string) (lift func()) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
 	lift, err := env.RefuseStatusWrites(ctx, ns, "commandruns",
-		"has(object.status) && has(object.status.phase) && object.status.phase == 'Running'")
+		"has(object.status) && has(object.status.jobName)")
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(lift)
 	probe := newRun(ns, "probe", "ghost", "echo probe", "admin")
 	g.Expect(admin.Create(ctx, probe)).To(Succeed())
 	g.Eventually(func() error {
-		return admin.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"Running"}}`)))
+		return admin.Status().Patch(ctx, probe, client.RawPatch(types.MergePatchType, []byte(`{"status":{"jobName":"probe"}}`)))
 	}, timeout, interval).Should(Satisfy(apierrors.IsForbidden), "the refusal never came into force")
 	return lift
 }
@@ -236,16 +236,16 @@ func refuseRunning(t *testing.T, ns string) (lift func()) {
 // TestApprovers_NoJobBeforeTheApprovalIsRecorded: the approval that
 // completes a run's approvals starts its Job only once the status says the
 // run left AwaitingApproval. Until then admission still takes a denial,
-// and the denial wins: here the operator cannot record Running, a denial
-// comes meanwhile, and the run ends Denied with no Job ever made, rather
-// than run a command whose record then says "Denied by".
+// and the denial wins: here the operator cannot record the Job's name, a
+// denial comes meanwhile, and the run ends Denied with no Job ever made,
+// rather than run a command whose record then says "Denied by".
 func TestApprovers_NoJobBeforeTheApprovalIsRecorded(t *testing.T) {
 	g := NewWithT(t)
 	ns, _ := approversSetup(t, "drain")
 	g.Eventually(func() error {
 		return addApproval(as(t, "alice"), ns, "drain", "alice", skillsv1.Approved)
 	}, timeout, interval).Should(Succeed())
-	lift := refuseRunning(t, ns)
+	lift := refuseJobName(t, ns)
 	g.Expect(addApproval(as(t, "carol", "sre"), ns, "drain", "carol", skillsv1.Approved)).To(Succeed())
 	noJob(t, ns, "drain")
 
