@@ -2,6 +2,8 @@ package admission
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -213,4 +215,68 @@ func jobOf(g Gomega, ns, name string) *batchv1.Job {
 	job := &batchv1.Job{}
 	g.Expect(admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, job)).To(Succeed())
 	return job
+}
+
+// secretsPolicy is a policy allowing `env` whose commands get the keys of
+// the Secrets in their environment.
+func secretsPolicy(ns, name string, secrets ...string) *skillsv1.CommandPolicy {
+	p := identityPolicy(ns, name, "")
+	p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "env", Action: skillsv1.ActionAlways})
+	p.Spec.Sandbox = &skillsv1.Sandbox{}
+	for _, s := range secrets {
+		p.Spec.Sandbox.EnvFromSecrets = append(p.Spec.Sandbox.EnvFromSecrets, skillsv1.SecretEnv{SecretName: s})
+	}
+	return p
+}
+
+// TestAdmission_PolicySecretsNeedTheRightToReadThem: a person who may write
+// CommandPolicies but may not read a Secret cannot put it in the
+// environment of the policy's commands (which `env` would print), at any
+// index of the list the CRD allows, at creation or by an update, and a
+// refused update changes nothing. get on each Secret named is enough.
+func TestAdmission_PolicySecretsNeedTheRightToReadThem(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := policyAuthorSetup(t, "frank")
+	frank := as(t, "frank")
+	var readable []string
+	for i := range 15 {
+		readable = append(readable, fmt.Sprintf("config-%d", i))
+	}
+	role(t, ns, "read-config", "frank", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: readable, Verbs: []string{"get"},
+	})
+	refusal := func(i int) string {
+		return fmt.Sprintf("spec.sandbox.envFromSecrets[%d] names Secret db-admin, which frank may not get in namespace %s: "+
+			"commands judged under this policy have its keys in their environment", i, ns)
+	}
+
+	// The last of the 16 the CRD allows is checked as the first is.
+	refused(t, frank, secretsPolicy(ns, "last", append(slices.Clone(readable), "db-admin")...), refusal(15),
+		"Ask for get on secrets, resourceNames db-admin")
+	refused(t, frank, secretsPolicy(ns, "first", "db-admin"), refusal(0))
+	all := secretsPolicy(ns, "all", readable...)
+	g.Eventually(func() error { return frank.Create(ctx, all) }, timeout, interval).Should(Succeed())
+
+	err := update(frank, all, func(p *skillsv1.CommandPolicy) {
+		p.Spec.Sandbox.EnvFromSecrets[3].SecretName = "db-admin"
+	})
+	g.Expect(err).To(MatchError(ContainSubstring(refusal(3))))
+	kept := &skillsv1.CommandPolicy{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(all), kept)).To(Succeed())
+	g.Expect(kept.Spec.Sandbox.EnvFromSecrets[3].SecretName).To(Equal("config-3"), "a refused update changed the policy")
+
+	// Every write of a policy with Secrets is checked: editing its rules
+	// chooses which commands read them.
+	role(t, ns, "read-db-admin", "frank", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"db-admin"}, Verbs: []string{"get"},
+	})
+	g.Eventually(func() error { return frank.Create(ctx, secretsPolicy(ns, "first", "db-admin")) }, timeout, interval).Should(Succeed())
+	withAdmin := &skillsv1.CommandPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"}}
+	g.Expect(admin.Delete(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-db-admin"}})).To(Succeed())
+	g.Eventually(func() error {
+		return update(frank, withAdmin, func(p *skillsv1.CommandPolicy) {
+			p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "cat *", Action: skillsv1.ActionAlways})
+		})
+	}, timeout, interval).Should(MatchError(ContainSubstring(refusal(0))))
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -160,4 +161,55 @@ func TestFinding_RunCreatedWithFinalizerRefused(t *testing.T) {
 	refused(t, ops, run,
 		"with metadata.ownerReferences or metadata.finalizers",
 		"Create the run without metadata.ownerReferences and metadata.finalizers")
+}
+
+// TestAdmission_SkillSourceNeedsTheRightToWriteTheSkill: a ConfigMap
+// labelled as a skill source becomes the Skill of its name, written by the
+// operator. Someone who may write ConfigMaps but not Skills cannot label
+// one so, at creation or by an update, and a refused update changes
+// nothing; a ConfigMap without the label needs nothing new, removing the
+// label needs nothing, and the right to write Skills is enough.
+func TestAdmission_SkillSourceNeedsTheRightToWriteTheSkill(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	role(t, ns, "configmap-writer", "gina", rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update", "patch", "get"},
+	})
+	gina := as(t, "gina")
+	source := func(name string, labelled bool) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Data:       map[string]string{"SKILL.md": "---\nname: " + name + "\ndescription: d\n---\nBody.\n"},
+		}
+		if labelled {
+			cm.Labels = map[string]string{skillsv1.LabelSkillSource: "true"}
+		}
+		return cm
+	}
+	refusal := "ConfigMap dns-debug is labelled kubeskills.io/skill-source=true, so the operator makes Skill dns-debug from it, " +
+		"which gina may not create or update in namespace " + ns
+
+	refused(t, gina, source("dns-debug", true), refusal, "Ask for create or update on skills (kubeskills.io)")
+	plain := source("dns-debug", false)
+	g.Expect(gina.Create(ctx, plain)).To(Succeed())
+	err := update(gina, plain, func(cm *corev1.ConfigMap) { cm.Labels = map[string]string{skillsv1.LabelSkillSource: "true"} })
+	g.Expect(err).To(MatchError(ContainSubstring(refusal)))
+	kept := &corev1.ConfigMap{}
+	g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(plain), kept)).To(Succeed())
+	g.Expect(kept.Labels).To(BeEmpty(), "a refused update changed the ConfigMap")
+
+	role(t, ns, "skill-writer", "gina", rbacv1.PolicyRule{
+		APIGroups: []string{"kubeskills.io"}, Resources: []string{"skills"}, Verbs: []string{"create", "update", "patch"},
+	})
+	g.Eventually(func() error {
+		return update(gina, plain, func(cm *corev1.ConfigMap) { cm.Labels = map[string]string{skillsv1.LabelSkillSource: "true"} })
+	}, timeout, interval).Should(Succeed())
+
+	// Taking the label off, even without the right to Skills, is allowed.
+	g.Expect(admin.Delete(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "skill-writer"}})).To(Succeed())
+	g.Eventually(func() error {
+		return update(gina, plain, func(cm *corev1.ConfigMap) { cm.Data["SKILL.md"] += "More.\n" })
+	}, timeout, interval).Should(MatchError(ContainSubstring(refusal)))
+	g.Expect(update(gina, plain, func(cm *corev1.ConfigMap) { cm.Labels = nil })).To(Succeed())
 }

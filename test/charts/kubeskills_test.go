@@ -76,11 +76,13 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-identity",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-records",
+		"ValidatingAdmissionPolicy/kubeskills-skill-sources",
 		"ValidatingAdmissionPolicyBinding/kubeskills-agent-references",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandpolicy-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-records",
+		"ValidatingAdmissionPolicyBinding/kubeskills-skill-sources",
 	}
 	if got := kindNames(objs); !slices.Equal(got, want) {
 		t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
@@ -129,6 +131,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 	checkSynced(t, objs, "config/admission/commandrun-agent.yaml")
 	checkSynced(t, objs, "config/admission/agent-references.yaml")
 	checkSynced(t, objs, "config/admission/commandpolicy-identity.yaml")
+	checkSynced(t, objs, "config/admission/skill-sources.yaml")
 	checkMetricsService(t, objs, d, 8443)
 }
 
