@@ -130,38 +130,54 @@ func (cn *canary) prove(ctx context.Context, policy *skillsv1.CommandPolicy, ide
 		return nil, err
 	}
 	var t canaryTargets
-	endpoints, err := cn.apiServer(ctx, &t)
+	ft, err := cn.fenceTargets(ctx, &t)
 	if err != nil {
 		return nil, err
 	}
 	if err := cn.startTarget(ctx, &t); err != nil {
 		return nil, err
 	}
-	control, fenced, identity := canaryProbes(t)
-	fencedRun := sandbox.Params{Run: canaryRun(cn.ns, canaryFenced)}
-	identityRun := sandbox.Params{Run: canaryRun(cn.ns, canaryIdentity), Policy: policy, APIServer: endpoints}
-	objects := []client.Object{
-		cn.allowAll(canaryControl, "control", networkingv1.PolicyTypeEgress),
-		cn.fence(fencedRun),
-		cn.fence(identityRun),
-		cn.clientPod(canaryControl, map[string]string{labelDoctor: "control"}, control),
-		cn.clientPod(canaryFenced, sandboxLabels(fencedRun), fenced),
-		cn.clientPod(canaryIdentity, sandboxLabels(identityRun), identity),
+	waits, err := cn.startClients(ctx, t, ft, policy)
+	if err != nil {
+		return nil, err
 	}
-	for _, obj := range objects {
-		if err := cn.c.Create(ctx, obj); err != nil {
-			return nil, fmt.Errorf("failed to create %s %s/%s: %s", cn.kindOf(obj), cn.ns, obj.GetName(), cmdline.APIMessage(err))
-		}
-	}
-	var reports [3]map[string]probeResult
+	var reports [3]clientReport
 	for i, name := range []string{canaryControl, canaryFenced, canaryIdentity} {
 		report, err := cn.waitReport(ctx, name)
 		if err != nil {
 			return nil, err
 		}
-		reports[i] = parseProbeReport(report)
+		reports[i] = parseClientReport(report)
 	}
-	return judgeCanary(t, reports, identityFrom, cn.openers), nil
+	return judgeCanary(t, waits, reports, identityFrom, cn.openers), nil
+}
+
+// startClients creates the client pods, each once the NetworkPolicy that
+// fences it (or opens the control pod) exists, as the operator creates a
+// sandbox's Job only once its fence exists. It returns how the pod
+// without identity and the pod with one await their fences before they
+// probe (fenceWaitOf).
+func (cn *canary) startClients(ctx context.Context, t canaryTargets, ft sandbox.FenceTargets, policy *skillsv1.CommandPolicy) ([2]fenceWait, error) {
+	control, fenced, identity := canaryProbes(t)
+	fencedRun := sandbox.Params{Run: canaryRun(cn.ns, canaryFenced)}
+	identityRun := sandbox.Params{Run: canaryRun(cn.ns, canaryIdentity), Policy: policy, APIServer: ft.APIServerEndpoints}
+	waits := [2]fenceWait{fenceWaitOf(fencedRun, ft, t), fenceWaitOf(identityRun, ft, t)}
+	policies := []client.Object{
+		cn.allowAll(canaryControl, "control", networkingv1.PolicyTypeEgress),
+		cn.fence(fencedRun),
+		cn.fence(identityRun),
+	}
+	pods := []client.Object{
+		cn.clientPod(canaryControl, map[string]string{labelDoctor: "control"}, nil, control),
+		cn.clientPod(canaryFenced, sandboxLabels(fencedRun), &waits[0], fenced),
+		cn.clientPod(canaryIdentity, sandboxLabels(identityRun), &waits[1], identity),
+	}
+	for _, obj := range append(policies, pods...) {
+		if err := cn.c.Create(ctx, obj); err != nil {
+			return waits, fmt.Errorf("failed to create %s %s/%s: %s", cn.kindOf(obj), cn.ns, obj.GetName(), cmdline.APIMessage(err))
+		}
+	}
+	return waits, nil
 }
 
 // canaryRun is the CommandRun a canary client pretends to serve.
@@ -190,16 +206,18 @@ func (cn *canary) fence(p sandbox.Params) *networkingv1.NetworkPolicy {
 	return np
 }
 
-// apiServer finds the kubernetes Service's address and the API server's
-// own addresses.
-func (cn *canary) apiServer(ctx context.Context, t *canaryTargets) ([]sandbox.APIEndpoint, error) {
+// fenceTargets finds the kubernetes Service's address and the API
+// server's own addresses, which the canary probes, and returns the
+// cluster's Services a fence may deny (sandbox.ClusterFenceTargets): those
+// and the cluster DNS, read as the operator reads them.
+func (cn *canary) fenceTargets(ctx context.Context, t *canaryTargets) (sandbox.FenceTargets, error) {
 	svc := &corev1.Service{}
 	key := client.ObjectKey{Namespace: sandbox.KubernetesServiceNamespace, Name: sandbox.KubernetesServiceName}
 	if err := cn.c.Get(ctx, key, svc); err != nil {
-		return nil, fmt.Errorf("failed to read Service default/kubernetes: %s", cmdline.APIMessage(err))
+		return sandbox.FenceTargets{}, fmt.Errorf("failed to read Service default/kubernetes: %s", cmdline.APIMessage(err))
 	}
 	if svc.Spec.ClusterIP == "" || len(svc.Spec.Ports) == 0 {
-		return nil, errors.New("the Service default/kubernetes has no cluster IP and port")
+		return sandbox.FenceTargets{}, errors.New("the Service default/kubernetes has no cluster IP and port")
 	}
 	t.APIServiceIP, t.APIServicePort = svc.Spec.ClusterIP, svc.Spec.Ports[0].Port
 	for _, p := range svc.Spec.Ports {
@@ -210,14 +228,21 @@ func (cn *canary) apiServer(ctx context.Context, t *canaryTargets) ([]sandbox.AP
 	var slices discoveryv1.EndpointSliceList
 	if err := cn.c.List(ctx, &slices, client.InNamespace(key.Namespace),
 		client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
-		return nil, fmt.Errorf("failed to list the EndpointSlices of Service default/kubernetes: %s", cmdline.APIMessage(err))
+		return sandbox.FenceTargets{}, fmt.Errorf("failed to list the EndpointSlices of Service default/kubernetes: %s", cmdline.APIMessage(err))
 	}
 	endpoints := sandbox.APIServerEndpoints(slices.Items)
 	if len(endpoints) == 0 {
-		return nil, errors.New("the EndpointSlices of Service default/kubernetes hold no ready address: a sandbox with an identity could not reach the API server")
+		return sandbox.FenceTargets{}, errors.New("the EndpointSlices of Service default/kubernetes hold no ready address: a sandbox with an identity could not reach the API server")
 	}
 	t.APIEndpointIP, t.APIEndpointPort = endpoints[0].IP, endpoints[0].Port
-	return endpoints, nil
+	dns := &corev1.Service{}
+	key = client.ObjectKey{Namespace: sandbox.DNSNamespace, Name: sandbox.DNSServiceName}
+	if err := cn.c.Get(ctx, key, dns); apierrors.IsNotFound(err) {
+		dns = nil
+	} else if err != nil {
+		return sandbox.FenceTargets{}, fmt.Errorf("failed to read Service %s: %s", key, cmdline.APIMessage(err))
+	}
+	return sandbox.ClusterFenceTargets(svc, endpoints, dns), nil
 }
 
 // startTarget creates the target pod, its Service and a NetworkPolicy
@@ -281,9 +306,10 @@ func (cn *canary) allowAll(name, role string, direction networkingv1.PolicyType)
 	return np
 }
 
-// clientPod runs the probes once and reports.
-func (cn *canary) clientPod(name string, labels map[string]string, probes []probe) *corev1.Pod {
-	return cn.pod(name, labels, probeScript(probes))
+// clientPod runs the probes once and reports; a fenced one, once it saw
+// its fence in force (wait).
+func (cn *canary) clientPod(name string, labels map[string]string, wait *fenceWait, probes []probe) *corev1.Pod {
+	return cn.pod(name, labels, probeScript(wait, probes))
 }
 
 // pod is a canary pod running script with sh in the image, hardened as a

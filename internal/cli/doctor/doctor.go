@@ -58,14 +58,18 @@ One line is printed per check, 'ok   CHECK: WHAT WAS FOUND' or
 The canary runs real pods in the namespace: a target (a small HTTP server
 and its Service), an unfenced control pod that must reach the target (else
 nothing is proven), and client pods fenced by the NetworkPolicy the operator
-builds for a sandbox. They probe with curl and report through their
-termination message. The exec canary is a sandbox pod built as the
-operator builds one, its runner copied from the operator's image (its
---image). Every object the canary makes is labelled
-kubeskills.io/doctor=canary and deleted at the end, on Ctrl-C, and at the
-start of the next run. A cluster whose network plugin ignores NetworkPolicy
-fails the canary. The image is --image, else the --sandbox-image of the
-operator's Deployment; it needs sh, curl and awk.
+builds for a sandbox, each created once its NetworkPolicy exists. They
+probe with curl and report through their termination message; a fenced
+pod probes only once it has seen its fence in force, as a sandbox's
+runner waits for it (an address the fence denies stops answering), and
+reports a fence never seen in force within 20s as a failure of its own.
+The exec canary is a sandbox pod built as the operator builds one, its
+runner copied from the operator's image (its --image). Every object the
+canary makes is labelled kubeskills.io/doctor=canary and deleted at the
+end, on Ctrl-C, and at the start of the next run. A cluster whose network
+plugin ignores NetworkPolicy fails the canary. The image is --image, else
+the --sandbox-image of the operator's Deployment; it needs sh, curl and
+awk.
 
 The namespace is that of -n, else of the kubeconfig's context. The doctor
 needs to read CRDs, admission policies, Deployments, RBAC bindings and

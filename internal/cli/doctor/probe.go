@@ -41,8 +41,10 @@ func (r probeResult) answered() bool { return r.HTTPCode != "" && r.HTTPCode != 
 const (
 	// probeMaxTime bounds each curl attempt.
 	probeMaxTime = 3 * time.Second
-	// probeSettle is how long a client pod waits before its first probe,
-	// for the network plugin to apply the NetworkPolicies to the new pod.
+	// probeSettle is how long the unfenced control pod waits before its
+	// first probe, for the network plugin to apply the NetworkPolicy
+	// that opens it to the new pod. A fenced pod awaits its fence
+	// instead (fenceWait).
 	probeSettle = 3 * time.Second
 	// probeRetries is how often a probe that must be answered is tried
 	// again, for a plugin that drops a new pod's traffic until its rules
@@ -55,23 +57,36 @@ func httpURL(scheme, ip string, port int32, path string) string {
 	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + path
 }
 
-// probeScript is the POSIX shell script of a client pod: it waits
-// probeSettle, runs each probe with curl, and writes one line per probe,
-// `NAME EXIT HTTPCODE`, to the termination message and to stdout. A probe
-// that must not be answered is tried once; one that must be answered is
-// retried. Names and URLs are the doctor's own, never user input, and are
-// quoted all the same.
-func probeScript(probes []probe) string {
+// probeScript is the POSIX shell script of a client pod: it runs each
+// probe with curl, and writes one line per probe, `NAME EXIT HTTPCODE`, to
+// the termination message and to stdout. A probe that must not be answered
+// is tried once; one that must be answered is retried. Names and URLs are
+// the doctor's own, never user input, and are quoted all the same.
+//
+// Without a fence to await (the control pod) the probes start after
+// probeSettle. A fenced pod first awaits its fence (see fenceWait): its
+// probes run only once the fence is seen in force, and the report's first
+// line, `fence held|open|nocurl TRIES`, says how the wait ended.
+func probeScript(wait *fenceWait, probes []probe) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sleep %d\n", int(probeSettle/time.Second))
+	if wait == nil {
+		fmt.Fprintf(&b, "sleep %d\n", int(probeSettle/time.Second))
+	}
 	b.WriteString(`p() { n=$1; shift; c=$(curl -sSk -o /dev/null -w '%{http_code}' "$@" 2>/dev/null); r=$?; echo "$n $r ${c:-000}" >>/tmp/report; }` + "\n")
 	b.WriteString(": >/tmp/report\n")
+	if wait != nil {
+		b.WriteString(wait.script())
+		b.WriteString("if [ \"$fs\" = held ]; then\n")
+	}
 	for _, p := range probes {
 		args := fmt.Sprintf("--max-time %d", int(probeMaxTime/time.Second))
 		if p.WantAnswer {
 			args += fmt.Sprintf(" --retry %d --retry-delay 1 --retry-connrefused", probeRetries)
 		}
 		fmt.Fprintf(&b, "p %s %s %s\n", shellQuote(p.Name), args, shellQuote(p.URL))
+	}
+	if wait != nil {
+		b.WriteString("fi\n")
 	}
 	b.WriteString("cat /tmp/report >/dev/termination-log\ncat /tmp/report\n")
 	return b.String()
@@ -208,12 +223,14 @@ func fenceOpenAdvice(openers []string) string {
 }
 
 // judgeCanary turns the three reports (control, fenced, identity) into the
-// canary's two checks; openers are the NetworkPolicies known to open
+// canary's two checks; waits are how the fenced and the identity pods
+// awaited their fences, and openers the NetworkPolicies known to open
 // sandboxes. A control that could not reach the target makes both
-// inconclusive.
-func judgeCanary(t canaryTargets, reports [3]map[string]probeResult, identityFrom string, openers []string) []checkResult {
+// inconclusive. A fenced pod's probes count only when it saw its fence in
+// force; a fence never in force fails its check, with its own message.
+func judgeCanary(t canaryTargets, waits [2]fenceWait, reports [3]clientReport, identityFrom string, openers []string) []checkResult {
 	control, fenced, identity := canaryProbes(t)
-	if c := judgeProbes(control, reports[0]); c.Problem != "" || len(c.Unreached) > 0 {
+	if c := judgeProbes(control, reports[0].Probes); c.Problem != "" || len(c.Unreached) > 0 {
 		why := c.Problem
 		if why == "" {
 			why = "it could not reach " + strings.Join(c.Unreached, ", ")
@@ -222,8 +239,13 @@ func judgeCanary(t canaryTargets, reports [3]map[string]probeResult, identityFro
 		return []checkResult{failed("canary", adviceInconclusive, "%s", msg), failed("canary-identity", adviceInconclusive, "%s", msg)}
 	}
 	var out []checkResult
-	f := judgeProbes(fenced, reports[1])
+	f := judgeProbes(fenced, reports[1].Probes)
+	wait, open := judgeFenceWait(waits[0], reports[1].Fence)
 	switch {
+	case open:
+		out = append(out, failed("canary", fenceOpenAdvice(openers), "the fence of a sandbox without identity %s", wait))
+	case wait != "":
+		out = append(out, failed("canary", adviceInconclusive, "the sandbox without identity proves nothing: %s", wait))
 	case f.Problem != "":
 		out = append(out, failed("canary", adviceInconclusive, "the sandbox without identity proves nothing: %s", f.Problem))
 	case len(f.Reached) > 0:
@@ -231,8 +253,13 @@ func judgeCanary(t canaryTargets, reports [3]map[string]probeResult, identityFro
 	default:
 		out = append(out, passed("canary", "a sandbox without identity reached none of %s", strings.Join(f.Right, ", ")))
 	}
-	id := judgeProbes(identity, reports[2])
+	id := judgeProbes(identity, reports[2].Probes)
+	wait, open = judgeFenceWait(waits[1], reports[2].Fence)
 	switch {
+	case open:
+		out = append(out, failed("canary-identity", fenceOpenAdvice(openers), "the fence of a sandbox with %s %s", identityFrom, wait))
+	case wait != "":
+		out = append(out, failed("canary-identity", adviceInconclusive, "the sandbox with %s proves nothing: %s", identityFrom, wait))
 	case id.Problem != "":
 		out = append(out, failed("canary-identity", adviceInconclusive, "the sandbox with %s proves nothing: %s", identityFrom, id.Problem))
 	case len(id.Reached) > 0 || len(id.Unreached) > 0:

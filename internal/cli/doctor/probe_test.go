@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 var testTargets = canaryTargets{
@@ -39,9 +40,9 @@ esac
 		t.Fatal(err)
 	}
 	_, _, identity := canaryProbes(testTargets)
-	script := probeScript(identity)
+	script := probeScript(nil, identity)
 	if !strings.HasPrefix(script, "sleep 3\n") {
-		t.Errorf("the script does not wait for the fence first:\n%s", script)
+		t.Errorf("the script of a pod with no fence to await does not let the network plugin settle first:\n%s", script)
 	}
 	report, message := filepath.Join(dir, "report"), filepath.Join(dir, "termination-log")
 	script = strings.NewReplacer("sleep 3\n", "", "/tmp/report", report, "/dev/termination-log", message).Replace(script)
@@ -80,59 +81,82 @@ func TestParseProbeReportSkipsGarbage(t *testing.T) {
 	}
 }
 
-// report builds a pod's results: names that answered with HTTP 200, the
-// others timed out.
-func report(answered []string, names ...string) map[string]probeResult {
-	out := map[string]probeResult{}
+// report builds the report of a pod that saw its fence in force: names
+// that answered with HTTP 200, the others timed out.
+func report(answered []string, names ...string) clientReport {
+	out := clientReport{Fence: fenceAwaited{State: fenceHeld, Tries: 2}, Probes: map[string]probeResult{}}
 	for _, n := range names {
-		out[n] = probeResult{Exit: 28, HTTPCode: "000"}
+		out.Probes[n] = probeResult{Exit: 28, HTTPCode: "000"}
 	}
 	for _, n := range answered {
-		out[n] = probeResult{Exit: 0, HTTPCode: "200"}
+		out.Probes[n] = probeResult{Exit: 0, HTTPCode: "200"}
 	}
 	return out
 }
 
+// awaited is the report of a pod whose wait for its fence ended so, and
+// that therefore probed nothing.
+func awaited(state string, tries int) clientReport {
+	return clientReport{Fence: fenceAwaited{State: state, Tries: tries}, Probes: map[string]probeResult{}}
+}
+
+// testWaits are how the fenced and the identity pods await their fences.
+var testWaits = [2]fenceWait{
+	{Addr: "10.96.0.1:443", What: "the API server's Service 10.96.0.1:443", Within: 20 * time.Second},
+	{Addr: "10.96.0.10:53", What: "the cluster DNS Service 10.96.0.10:53", Within: 20 * time.Second},
+}
+
 func TestJudgeCanary(t *testing.T) {
 	control := report([]string{"service", "pod"}, "service", "pod")
+	control.Fence = fenceAwaited{}
 	fenced := report(nil, "api", "endpoint", "service", "pod")
 	identity := report([]string{"api"}, "api", "service", "pod")
 	for _, tc := range []struct {
 		name    string
-		reports [3]map[string]probeResult
+		reports [3]clientReport
 		openers []string
 		want    []string
 	}{
-		{"fence holds", [3]map[string]probeResult{control, fenced, identity}, nil, []string{
+		{"fence holds", [3]clientReport{control, fenced, identity}, nil, []string{
 			"ok   canary: a sandbox without identity reached none of the API server's Service 10.96.0.1:443, the API server at 192.168.50.2:6443, the canary Service 10.96.7.7:8080, the canary pod [fd00::7]:8080",
 			"ok   canary-identity: a sandbox with an identity reached the API server and none of the canary Service 10.96.7.7:8080, the canary pod [fd00::7]:8080",
 		}},
-		{"NetworkPolicy ignored", [3]map[string]probeResult{control, report([]string{"api", "endpoint", "service", "pod"}, "api"),
+		{"fence held, then opened", [3]clientReport{control, report([]string{"api", "endpoint", "service", "pod"}, "api"),
 			report([]string{"api", "service", "pod"}, "api")}, nil, []string{
 			"FAIL canary: a sandbox without identity reached the API server's Service 10.96.0.1:443 (HTTP 200), the API server at 192.168.50.2:6443 (HTTP 200), " +
 				"the canary Service 10.96.7.7:8080 (HTTP 200), the canary pod [fd00::7]:8080 (HTTP 200). Fix: " + adviceFenceOpen,
 			"FAIL canary-identity: a sandbox with an identity reached the canary Service 10.96.7.7:8080 (HTTP 200), the canary pod [fd00::7]:8080 (HTTP 200). Fix: " + adviceFenceOpen,
 		}},
-		{"NetworkPolicy opens", [3]map[string]probeResult{control, report([]string{"service", "pod"}, "api", "endpoint"), identity}, []string{"allow-all"}, []string{
-			"FAIL canary: a sandbox without identity reached the canary Service 10.96.7.7:8080 (HTTP 200), the canary pod [fd00::7]:8080 (HTTP 200). " +
-				"Fix: NetworkPolicy allow-all opens sandboxes (see netpol): narrow or delete it, then run the doctor again",
+		{"NetworkPolicy ignored", [3]clientReport{control, awaited(fenceOpen, 19), awaited(fenceOpen, 7)}, nil, []string{
+			"FAIL canary: the fence of a sandbox without identity was never seen in force within 20s: the API server's Service 10.96.0.1:443, which it denies, " +
+				"still answered (19 attempts), so no probe ran. Fix: " + adviceFenceOpen,
+			"FAIL canary-identity: the fence of a sandbox with an identity was never seen in force within 20s: the cluster DNS Service 10.96.0.10:53, which it denies, " +
+				"still answered (7 attempts), so no probe ran. Fix: " + adviceFenceOpen,
+		}},
+		{"NetworkPolicy opens", [3]clientReport{control, awaited(fenceOpen, 19), identity}, []string{"allow-all"}, []string{
+			"FAIL canary: the fence of a sandbox without identity was never seen in force within 20s: the API server's Service 10.96.0.1:443, which it denies, " +
+				"still answered (19 attempts), so no probe ran. Fix: NetworkPolicy allow-all opens sandboxes (see netpol): narrow or delete it, then run the doctor again",
 			"ok   canary-identity: ",
 		}},
-		{"identity blocked", [3]map[string]probeResult{control, fenced, report(nil, "api", "service", "pod")}, nil, []string{
+		{"identity blocked", [3]clientReport{control, fenced, report(nil, "api", "service", "pod")}, nil, []string{
 			"ok   canary: ",
 			"FAIL canary-identity: a sandbox with an identity could not reach the API server's Service 10.96.0.1:443 (no answer within 3s). Fix: " + adviceIdentity,
 		}},
-		{"control blocked", [3]map[string]probeResult{report(nil, "service", "pod"), fenced, identity}, nil, []string{
+		{"control blocked", [3]clientReport{report(nil, "service", "pod"), fenced, identity}, nil, []string{
 			"FAIL canary: the unfenced control pod proves nothing: it could not reach the canary Service 10.96.7.7:8080 (no answer within 3s), the canary pod [fd00::7]:8080 (no answer within 3s). Fix: " + adviceInconclusive,
 			"FAIL canary-identity: the unfenced control pod proves nothing",
 		}},
-		{"no curl", [3]map[string]probeResult{control, {"api": {Exit: 127, HTTPCode: "000"}}, identity}, nil, []string{
-			"FAIL canary: the sandbox without identity proves nothing: the image has no curl",
+		{"no curl", [3]clientReport{control, awaited(fenceNoCurl, 1), identity}, nil, []string{
+			"FAIL canary: the sandbox without identity proves nothing: the image has no curl. Fix: " + adviceInconclusive,
 			"ok   canary-identity: ",
+		}},
+		{"no word of the fence", [3]clientReport{control, fenced, {Probes: identity.Probes}}, nil, []string{
+			"ok   canary: ",
+			"FAIL canary-identity: the sandbox with an identity proves nothing: its report says nothing of the wait for its fence. Fix: " + adviceInconclusive,
 		}},
 	} {
 		var b strings.Builder
-		writeReport(&b, judgeCanary(testTargets, tc.reports, "an identity", tc.openers))
+		writeReport(&b, judgeCanary(testTargets, testWaits, tc.reports, "an identity", tc.openers))
 		lines := strings.Split(b.String(), "\n")
 		for i, want := range tc.want {
 			if !strings.HasPrefix(lines[i], want) {
