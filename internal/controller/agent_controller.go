@@ -146,10 +146,10 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		// The spec itself is wrong: nothing changes until the Agent does.
 		a.Status.ObservedGeneration = a.Generation
 		markStalled(&a.Status.Conditions, a.Generation, skillsv1.ValidationFailedReason,
-			fmt.Sprintf("Generation %d cannot be applied: %v", a.Generation, errors.Unwrap(err)))
+			fmt.Sprintf("Generation %d cannot be applied: %v", a.Generation, errors.Unwrap(err)), time.Now())
 		err = nil
 	case err != nil:
-		markReconciling(&a.Status.Conditions, a.Generation, skillsv1.ReconcileFailedReason, fmt.Sprintf("Applying generation %d: %v", a.Generation, err))
+		markReconciling(&a.Status.Conditions, a.Generation, skillsv1.ReconcileFailedReason, fmt.Sprintf("Applying generation %d: %v", a.Generation, err), time.Now())
 	}
 	if patchErr := patchStatus(ctx, r.Client, before, a, before.Status, a.Status); patchErr != nil {
 		return ctrl.Result{RequeueAfter: wait}, errors.Join(err, patchErr)
@@ -228,7 +228,7 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) (tim
 	}
 	warnings := r.policyWarnings(a, cat, pol)
 	setAgentStatus(a, agentStatus{selection: sel, revision: revision, tokenSecret: token, deployment: current, warnings: warnings,
-		identity: agentIdentity(ctx, r.Client, a)})
+		identity: agentIdentity(ctx, r.Client, a)}, time.Now())
 	return wait, nil
 }
 

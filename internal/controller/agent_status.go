@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,8 +34,10 @@ type agentStatus struct {
 }
 
 // setAgentStatus records a pass that applied everything: Ready once the
-// Deployment is available, Reconciling while it rolls out.
-func setAgentStatus(a *skillsv1.Agent, s agentStatus) {
+// Deployment is available, Reconciling while it rolls out, Stalled once
+// its rollout is past its deadline. It is pure: it reads only s, and now is
+// the lastTransitionTime of a condition whose status changes.
+func setAgentStatus(a *skillsv1.Agent, s agentStatus, now time.Time) {
 	st := &a.Status
 	st.ObservedGeneration = a.Generation
 	st.CatalogRevision = s.revision
@@ -52,7 +55,7 @@ func setAgentStatus(a *skillsv1.Agent, s agentStatus) {
 	st.Warnings = s.warnings
 	want := ptr.Deref(s.deployment.Spec.Replicas, 1)
 	if msg, stuck := progressDeadlineExceeded(s.deployment); stuck {
-		markStalled(&st.Conditions, a.Generation, ProgressDeadlineExceededReason, msg)
+		markStalled(&st.Conditions, a.Generation, ProgressDeadlineExceededReason, msg, now)
 		return
 	}
 	if !deploymentAvailable(s.deployment) {
@@ -60,12 +63,12 @@ func setAgentStatus(a *skillsv1.Agent, s agentStatus) {
 		if d := s.deployment; d.Status.ObservedGeneration < d.Generation || d.Status.UpdatedReplicas < want {
 			msg = fmt.Sprintf("Deployment %s is rolling out its latest spec: %d of %d replicas updated", d.Name, d.Status.UpdatedReplicas, want)
 		}
-		setCondition(&st.Conditions, a.Generation, skillsv1.ReadyCondition, metav1.ConditionFalse, DeploymentNotAvailableReason, msg)
-		markReconciling(&st.Conditions, a.Generation, DeploymentNotAvailableReason, msg)
+		setCondition(&st.Conditions, a.Generation, skillsv1.ReadyCondition, metav1.ConditionFalse, DeploymentNotAvailableReason, msg, now)
+		markReconciling(&st.Conditions, a.Generation, DeploymentNotAvailableReason, msg, now)
 		return
 	}
 	markReady(&st.Conditions, a.Generation, fmt.Sprintf("%d %s in the catalog, %d of %d replicas ready",
-		len(s.selection.included), plural(len(s.selection.included), "skill", "skills"), s.deployment.Status.ReadyReplicas, want))
+		len(s.selection.included), plural(len(s.selection.included), "skill", "skills"), s.deployment.Status.ReadyReplicas, want), now)
 }
 
 // deploymentAvailable tells whether a Deployment has rolled out its latest

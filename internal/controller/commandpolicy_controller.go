@@ -73,14 +73,14 @@ func (r *CommandPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, err
 	case compileErr != nil:
 		// A bad rule or a failing example is the author's to fix.
-		markStalled(&st.Conditions, obj.Generation, skillsv1.ValidationFailedReason, policyMessage(compileErr))
+		markStalled(&st.Conditions, obj.Generation, skillsv1.ValidationFailedReason, policyMessage(compileErr), time.Now())
 	case missing != "":
-		markStalled(&st.Conditions, obj.Generation, ServiceAccountNotFoundReason, missing)
+		markStalled(&st.Conditions, obj.Generation, ServiceAccountNotFoundReason, missing, time.Now())
 		result.RequeueAfter = serviceAccountRecheck
 	default:
 		markReady(&st.Conditions, obj.Generation, fmt.Sprintf("%d %s, default %s; %d %s pass%s",
 			len(obj.Spec.Rules), plural(len(obj.Spec.Rules), "rule", "rules"), defaultAction(obj),
-			len(obj.Spec.Examples), plural(len(obj.Spec.Examples), "example", "examples"), identityNote(obj)))
+			len(obj.Spec.Examples), plural(len(obj.Spec.Examples), "example", "examples"), identityNote(obj)), time.Now())
 	}
 	if stalled, changed := becameStalled(before.Status.Conditions, st.Conditions); changed {
 		r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, stalled.Reason, "Validate", "%s", eventNote(stalled.Message))
@@ -115,11 +115,11 @@ func setPolicyWarnings(obj *skillsv1.CommandPolicy) {
 	}
 	if len(ws) == 0 {
 		setCondition(&st.Conditions, obj.Generation, skillsv1.WarningsCondition, metav1.ConditionFalse, skillsv1.NoWarningsReason,
-			"The policy has no warnings")
+			"The policy has no warnings", time.Now())
 		return
 	}
 	setCondition(&st.Conditions, obj.Generation, skillsv1.WarningsCondition, metav1.ConditionTrue, skillsv1.WarningsFoundReason,
-		fmt.Sprintf("%d %s: the policy allows more than it may seem to; see status.warnings", len(ws), plural(len(ws), "warning", "warnings")))
+		fmt.Sprintf("%d %s: the policy allows more than it may seem to; see status.warnings", len(ws), plural(len(ws), "warning", "warnings")), time.Now())
 }
 
 // missingServiceAccount says why the ServiceAccount the policy names cannot

@@ -133,7 +133,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{}, nil
 	case passErr != nil && run.Status.Phase == "":
 		// Not judged yet: say so, rather than leave a run without conditions.
-		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", passErr))
+		setRunPhase(run, skillsv1.PhasePending, fmt.Sprintf("Waiting for the policy decision: %v", passErr), r.now())
 	}
 	if !read.Status.Phase.Terminal() && run.Status.Phase.Terminal() {
 		// Come back once the status is written, to prune the history.
@@ -159,9 +159,9 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 //     again when the content changed since (Never ends the run: Denied);
 //  4. Ask waits for an approval of the decision in force until the policy's
 //     approval timeout (AwaitingApproval, then Denied or Expired);
-//  5. Always or approved: the status names the Job and says Running, and
-//     once that is stored the sandbox Job is created from the content the
-//     decision was taken on.
+//  5. Always or approved: the status names the Job (Pending), and once
+//     that is stored the sandbox Job is created from the content the
+//     decision was taken on (Running).
 func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.Result, error) {
 	run := p.run
 	// A change to an ended run (an approval that came too late) is observed,
@@ -355,7 +355,7 @@ func (r *CommandRunReconciler) awaitApproval(run *skillsv1.CommandRun) (time.Dur
 		endRun(run, skillsv1.PhaseExpired, expiredMessage(t), r.now())
 		return 0, false
 	}
-	setRunPhase(run, skillsv1.PhaseAwaitingApproval, awaitingMessage(run, t))
+	setRunPhase(run, skillsv1.PhaseAwaitingApproval, awaitingMessage(run, t), r.now())
 	return left, true
 }
 

@@ -24,15 +24,19 @@ const shortCommandRunes = 60
 // (InProgress); Ready once it succeeded (Current); Stalled, with Ready
 // False, once it failed, timed out, was denied or expired (Failed). Every
 // condition has the phase as its reason and the same message.
+//
+// The setters below are pure: they change only the run they are given, and
+// now, the caller's clock, stamps what they record (completionTime, a
+// condition's lastTransitionTime).
 
 // setRunPhase moves a run to a phase that is not terminal: Succeeded is
 // Unknown and Reconciling True, with the phase as their reason.
-func setRunPhase(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string) {
+func setRunPhase(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string, now time.Time) {
 	run.Status.Phase = phase
 	conds := &run.Status.Conditions
-	setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionUnknown, string(phase), msg)
-	setCondition(conds, run.Generation, skillsv1.ReadyCondition, metav1.ConditionUnknown, string(phase), msg)
-	setCondition(conds, run.Generation, skillsv1.ReconcilingCondition, metav1.ConditionTrue, string(phase), msg)
+	setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionUnknown, string(phase), msg, now)
+	setCondition(conds, run.Generation, skillsv1.ReadyCondition, metav1.ConditionUnknown, string(phase), msg, now)
+	setCondition(conds, run.Generation, skillsv1.ReconcilingCondition, metav1.ConditionTrue, string(phase), msg, now)
 	apimeta.RemoveStatusCondition(conds, skillsv1.StalledCondition)
 }
 
@@ -47,14 +51,14 @@ func endRun(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string, now t
 	run.Status.CompletionTime = &metav1.Time{Time: now}
 	conds := &run.Status.Conditions
 	if phase == skillsv1.PhaseSucceeded {
-		setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionTrue, string(phase), msg)
-		setCondition(conds, run.Generation, skillsv1.ReadyCondition, metav1.ConditionTrue, string(phase), msg)
+		setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionTrue, string(phase), msg, now)
+		setCondition(conds, run.Generation, skillsv1.ReadyCondition, metav1.ConditionTrue, string(phase), msg, now)
 		apimeta.RemoveStatusCondition(conds, skillsv1.ReconcilingCondition)
 		apimeta.RemoveStatusCondition(conds, skillsv1.StalledCondition)
 		return
 	}
-	setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionFalse, string(phase), msg)
-	markStalled(conds, run.Generation, string(phase), msg)
+	setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionFalse, string(phase), msg, now)
+	markStalled(conds, run.Generation, string(phase), msg, now)
 }
 
 // denyRun records a Never decision and ends the run as Denied.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -114,7 +115,7 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	before := obj.DeepCopy()
 	if err = r.reconcile(ctx, obj); err != nil {
-		setSkillProgressing(obj, err)
+		setSkillProgressing(obj, err, time.Now())
 	}
 	if patchErr := patchStatus(ctx, r.Client, before, obj, before.Status, obj.Status); patchErr != nil {
 		return ctrl.Result{}, errors.Join(err, patchErr)
@@ -152,7 +153,7 @@ func contentLeftOut(s *skillsv1.Skill) bool {
 func (r *SkillReconciler) reconcile(ctx context.Context, obj *skillsv1.Skill) error {
 	if msg := obj.Annotations[skillsv1.AnnotationSourceError]; msg != "" {
 		// The spec is not what the source says: it stays as it was.
-		setSkillSourceInvalid(obj, msg)
+		setSkillSourceInvalid(obj, msg, time.Now())
 		return nil
 	}
 	s, errs := skillapi.FromObject(obj)
@@ -171,7 +172,7 @@ func (r *SkillReconciler) reconcile(ctx context.Context, obj *skillsv1.Skill) er
 		}
 	}
 	if len(errs) > 0 {
-		setSkillInvalid(obj, errs, report.Warnings)
+		setSkillInvalid(obj, errs, report.Warnings, time.Now())
 		return nil
 	}
 	hash := contentHash(obj, s)
@@ -184,7 +185,7 @@ func (r *SkillReconciler) reconcile(ctx context.Context, obj *skillsv1.Skill) er
 		configMaps: names,
 		sizeBytes:  contentBytes(s),
 		tokens:     int64(skill.EstimateTokens(s.Body)),
-	}, report.Warnings)
+	}, report.Warnings, time.Now())
 	return nil
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -24,8 +25,12 @@ type served struct {
 	tokens     int64
 }
 
+// The setters below are pure: they change only the Skill they are given,
+// and now, the caller's clock, is the lastTransitionTime of a condition
+// whose status changes.
+
 // setSkillServed records that obj's generation is served as s.
-func setSkillServed(obj *skillsv1.Skill, s served, warnings []skill.Problem) {
+func setSkillServed(obj *skillsv1.Skill, s served, warnings []skill.Problem, now time.Time) {
 	st := &obj.Status
 	st.ObservedGeneration = obj.Generation
 	st.ServedGeneration = obj.Generation
@@ -39,24 +44,24 @@ func setSkillServed(obj *skillsv1.Skill, s served, warnings []skill.Problem) {
 	if n := len(s.configMaps); n > 1 {
 		msg = fmt.Sprintf("Serving generation %d from %d ConfigMaps %s", obj.Generation, n, strings.Join(s.configMaps, ", "))
 	}
-	markReady(&st.Conditions, obj.Generation, msg)
+	markReady(&st.Conditions, obj.Generation, msg, now)
 }
 
 // setSkillInvalid records that obj's generation breaks the rules: Ready is
 // False and Stalled True until the object changes. What was served before
 // stays served, and the message says so.
-func setSkillInvalid(obj *skillsv1.Skill, errs, warnings []skill.Problem) {
+func setSkillInvalid(obj *skillsv1.Skill, errs, warnings []skill.Problem, now time.Time) {
 	st := &obj.Status
 	st.ObservedGeneration = obj.Generation
 	st.ShortDescription = shortDescription(obj.Spec.Description)
 	st.Warnings = problemStrings(warnings)
-	markStalled(&st.Conditions, obj.Generation, skillsv1.ValidationFailedReason, invalidMessage(obj.Generation, st.ServedGeneration, errs))
+	markStalled(&st.Conditions, obj.Generation, skillsv1.ValidationFailedReason, invalidMessage(obj.Generation, st.ServedGeneration, errs), now)
 }
 
 // setSkillSourceInvalid records that the ConfigMap obj is made from holds no
 // valid skill (msg says why): Ready is False and Stalled True until the
 // source changes, and what was served before stays served.
-func setSkillSourceInvalid(obj *skillsv1.Skill, msg string) {
+func setSkillSourceInvalid(obj *skillsv1.Skill, msg string, now time.Time) {
 	st := &obj.Status
 	st.ObservedGeneration = obj.Generation
 	st.ShortDescription = shortDescription(obj.Spec.Description)
@@ -65,14 +70,14 @@ func setSkillSourceInvalid(obj *skillsv1.Skill, msg string) {
 		served = fmt.Sprintf("generation %d is still served", st.ServedGeneration)
 	}
 	markStalled(&st.Conditions, obj.Generation, skillsv1.SourceInvalidReason,
-		fmt.Sprintf("The source of this Skill is invalid; %s. 1 problem:\n- %s", served, msg))
+		fmt.Sprintf("The source of this Skill is invalid; %s. 1 problem:\n- %s", served, msg), now)
 }
 
 // setSkillProgressing records a transient failure: the controller retries,
 // and the generation is not observed yet.
-func setSkillProgressing(obj *skillsv1.Skill, err error) {
+func setSkillProgressing(obj *skillsv1.Skill, err error, now time.Time) {
 	markReconciling(&obj.Status.Conditions, obj.Generation, skillsv1.ReconcileFailedReason,
-		fmt.Sprintf("Serving generation %d: %v", obj.Generation, err))
+		fmt.Sprintf("Serving generation %d: %v", obj.Generation, err), now)
 }
 
 // invalidMessage lists every problem, one per line, after a line that says
