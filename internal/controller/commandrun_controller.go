@@ -174,16 +174,19 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.
 	if following, wait, err := r.runsJob(ctx, p); following || err != nil {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
-	pol, skl, reason, err := r.resolve(ctx, run)
+	pol, skl, err := r.resolve(ctx, run)
+	var denied denial
 	switch {
+	case errors.As(err, &denied):
+		if run.Status.Decision == nil {
+			denyRun(run, denied.reason, r.now())
+		} else {
+			// Judged already: what it was judged on cannot be had now.
+			endRun(run, skillsv1.PhaseFailed, denied.reason, r.now())
+		}
+		return ctrl.Result{}, nil
 	case err != nil:
 		return ctrl.Result{}, err
-	case reason != "" && run.Status.Decision == nil:
-		denyRun(run, reason, r.now())
-		return ctrl.Result{}, nil
-	case reason != "":
-		endRun(run, skillsv1.PhaseFailed, reason, r.now())
-		return ctrl.Result{}, nil
 	case run.Status.Decision == nil:
 		r.decide(run, pol, skl, "")
 	default:
@@ -257,43 +260,50 @@ func (r *CommandRunReconciler) decide(run *skillsv1.CommandRun, pol *skillsv1.Co
 	}
 }
 
-// resolve finds the run's policy and skill. A non-empty reason says why the
-// run must be denied; an error is transient.
-func (r *CommandRunReconciler) resolve(ctx context.Context, run *skillsv1.CommandRun) (*skillsv1.CommandPolicy, *skillsv1.Skill, string, error) {
+// denial is the error that denies a run: something the run names is
+// missing or cannot be used, and trying again does not change that. Any
+// other error is transient. Its message is the reason the run records.
+type denial struct{ reason string }
+
+func (d denial) Error() string { return d.reason }
+
+// resolve finds the run's policy and skill. A denial says why the run must
+// be denied; any other error is transient.
+func (r *CommandRunReconciler) resolve(ctx context.Context, run *skillsv1.CommandRun) (*skillsv1.CommandPolicy, *skillsv1.Skill, error) {
 	agent := &skillsv1.Agent{}
-	if reason, err := r.getOrReason(ctx, run.Namespace, run.Spec.Agent, agent, "Agent"); reason != "" || err != nil {
-		return nil, nil, reason, err
+	if err := r.getOrDeny(ctx, run.Namespace, run.Spec.Agent, agent, "Agent"); err != nil {
+		return nil, nil, err
 	}
 	if agent.Spec.PolicyRef == nil {
-		return nil, nil, fmt.Sprintf("Agent %q names no CommandPolicy, so it may run no commands", agent.Name), nil
+		return nil, nil, denial{fmt.Sprintf("Agent %q names no CommandPolicy, so it may run no commands", agent.Name)}
 	}
 	pol := &skillsv1.CommandPolicy{}
-	if reason, err := r.getOrReason(ctx, run.Namespace, agent.Spec.PolicyRef.Name, pol, "CommandPolicy"); reason != "" || err != nil {
-		return nil, nil, reason, err
+	if err := r.getOrDeny(ctx, run.Namespace, agent.Spec.PolicyRef.Name, pol, "CommandPolicy"); err != nil {
+		return nil, nil, err
 	}
 	if run.Spec.Skill == "" {
-		return pol, nil, "", nil
+		return pol, nil, nil
 	}
 	skl := &skillsv1.Skill{}
-	if reason, err := r.getOrReason(ctx, run.Namespace, run.Spec.Skill, skl, "Skill"); reason != "" || err != nil {
-		return nil, nil, reason, err
+	if err := r.getOrDeny(ctx, run.Namespace, run.Spec.Skill, skl, "Skill"); err != nil {
+		return nil, nil, err
 	}
 	if skl.Status.ServedGeneration == 0 || len(skl.Status.ConfigMaps) == 0 {
 		// The cache may lag behind a skill served a moment ago.
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(skl), skl); client.IgnoreNotFound(err) != nil {
-			return nil, nil, "", fmt.Errorf("failed to get Skill %s: %w", klog.KObj(skl), err)
+			return nil, nil, fmt.Errorf("failed to get Skill %s: %w", klog.KObj(skl), err)
 		}
 	}
 	if skl.Status.ServedGeneration == 0 || len(skl.Status.ConfigMaps) == 0 {
-		return nil, nil, fmt.Sprintf("Skill %q is not served", skl.Name), nil
+		return nil, nil, denial{fmt.Sprintf("Skill %q is not served", skl.Name)}
 	}
 	if msg := bundleUnserved(skl); msg != "" {
 		if skl.Status.ObservedGeneration < skl.Generation {
-			return nil, nil, "", fmt.Errorf("failed to pin Skill %s, waiting for the Skill controller to judge its spec: %s", klog.KObj(skl), msg)
+			return nil, nil, fmt.Errorf("failed to pin Skill %s, waiting for the Skill controller to judge its spec: %s", klog.KObj(skl), msg)
 		}
-		return nil, nil, msg, nil
+		return nil, nil, denial{msg}
 	}
-	return pol, skl, "", nil
+	return pol, skl, nil
 }
 
 // bundleUnserved says why a bundled skill cannot be pinned: the Job mounts
@@ -308,10 +318,10 @@ func bundleUnserved(skl *skillsv1.Skill) string {
 		"its files would not be the content judged", skl.Name, skl.Generation, skl.Status.ServedGeneration)
 }
 
-// getOrReason gets an object; NotFound becomes a reason to deny. A denial
-// is final, so what the cache does not hold is looked up on the API server
-// too: an object created a moment ago may not have reached the cache yet.
-func (r *CommandRunReconciler) getOrReason(ctx context.Context, ns, name string, obj client.Object, kind string) (string, error) {
+// getOrDeny gets an object; NotFound becomes a denial. A denial is final,
+// so what the cache does not hold is looked up on the API server too: an
+// object created a moment ago may not have reached the cache yet.
+func (r *CommandRunReconciler) getOrDeny(ctx context.Context, ns, name string, obj client.Object, kind string) error {
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	err := r.Get(ctx, key, obj)
 	if apierrors.IsNotFound(err) {
@@ -319,11 +329,11 @@ func (r *CommandRunReconciler) getOrReason(ctx context.Context, ns, name string,
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return fmt.Sprintf("%s %q not found", kind, name), nil
+		return denial{fmt.Sprintf("%s %q not found", kind, name)}
 	case err != nil:
-		return "", fmt.Errorf("failed to get %s %s/%s: %w", kind, ns, name, err)
+		return fmt.Errorf("failed to get %s %s/%s: %w", kind, ns, name, err)
 	}
-	return "", nil
+	return nil
 }
 
 // awaitApproval handles a run the policy says to Ask about. It reports how
