@@ -32,6 +32,7 @@ var admissionPolicies = []string{
 	"kubeskills-commandrun-agent",
 	"kubeskills-commandrun-identity",
 	"kubeskills-commandrun-records",
+	"kubeskills-skill-sources",
 }
 
 // admissionPrefix starts the name of every admission policy of kubeskills;
