@@ -363,8 +363,8 @@ func TestSupervision_TreeCannotReachTheRunner(t *testing.T) {
 		}
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("the runner did not finish: a process of the tree stopped it; stdout %q, stderr %q", stdout.String(), stderr.String())
+		err := <-done
+		t.Fatalf("the runner did not finish (%v): a process of the tree stopped it; stdout %q, stderr %q", err, stdout.String(), stderr.String())
 	}
 	var rep tamperReport
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
