@@ -27,31 +27,16 @@ import (
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
-var (
-	apiOnce sync.Once
-	apiEnv  *testenv.Env
-	apiErr  error
-)
+// api is the real API server of the package's tests, started by the first
+// test that asks for it.
+var api testenv.Lazy
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if apiEnv != nil {
-		if err := apiEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "failed to stop the control plane:", err)
-		}
+	if err := api.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "failed to stop the control plane:", err)
 	}
 	os.Exit(code)
-}
-
-// apiServer starts a real API server, with the kubeskills CRDs, the first
-// time a test asks for it; TestMain stops it.
-func apiServer(t *testing.T) *testenv.Env {
-	t.Helper()
-	apiOnce.Do(func() { apiEnv, apiErr = testenv.Start() })
-	if apiErr != nil {
-		t.Fatal(apiErr)
-	}
-	return apiEnv
 }
 
 // pageCap is the most runs the test's API server returns in one page.
@@ -172,7 +157,7 @@ func (s *unreliableServer) pageCount() int {
 // watches end or expire: the table is complete, and the watch loses no
 // change across either.
 func TestListPagesAndWatchResumes(t *testing.T) {
-	env := apiServer(t)
+	env := api.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
@@ -295,7 +280,7 @@ func TestListPagesAndWatchResumes(t *testing.T) {
 // TestListWatchForbidden: a person who may list runs but not watch them
 // gets the list, then one line that names the right to ask for.
 func TestListWatchForbidden(t *testing.T) {
-	env := apiServer(t)
+	env := api.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	objects := []client.Object{

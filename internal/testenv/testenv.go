@@ -295,3 +295,30 @@ func (e *Env) create(ctx context.Context, data []byte, source string) ([]*unstru
 
 // KubectlPath is the kubectl built beside kube-apiserver.
 func (e *Env) KubectlPath() string { return filepath.Join(e.env.BinaryAssetsDirectory, "kubectl") }
+
+// Lazy is a control plane started the first time a test of the package
+// asks for it, for packages whose tests mostly need none. The zero value is
+// ready to use; TestMain calls Stop after the tests.
+type Lazy struct {
+	once sync.Once
+	env  *Env
+	err  error
+}
+
+// Get starts the control plane on the first call and returns it.
+func (l *Lazy) Get(t testing.TB) *Env {
+	t.Helper()
+	l.once.Do(func() { l.env, l.err = Start() })
+	if l.err != nil {
+		t.Fatal(l.err)
+	}
+	return l.env
+}
+
+// Stop stops the control plane, if one was started.
+func (l *Lazy) Stop() error {
+	if l.env == nil {
+		return nil
+	}
+	return l.env.Stop()
+}

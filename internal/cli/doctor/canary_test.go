@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,31 +23,16 @@ import (
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
-var (
-	apiOnce sync.Once
-	apiEnv  *testenv.Env
-	apiErr  error
-)
+// api is the real API server of the package's tests, started by the first
+// test that asks for it.
+var api testenv.Lazy
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if apiEnv != nil {
-		if err := apiEnv.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "failed to stop the control plane:", err)
-		}
+	if err := api.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "failed to stop the control plane:", err)
 	}
 	os.Exit(code)
-}
-
-// apiServer starts a real API server the first time a test asks for it;
-// TestMain stops it.
-func apiServer(t *testing.T) *testenv.Env {
-	t.Helper()
-	apiOnce.Do(func() { apiEnv, apiErr = testenv.Start() })
-	if apiErr != nil {
-		t.Fatal(apiErr)
-	}
-	return apiEnv
 }
 
 // TestCanaryClientsStartFencedAndAwaitTheirFence makes the canary's client
@@ -61,7 +45,7 @@ func apiServer(t *testing.T) *testenv.Env {
 // picks for the sandbox it stands for and for as long as a sandbox's
 // runner waits, before its first probe.
 func TestCanaryClientsStartFencedAndAwaitTheirFence(t *testing.T) {
-	env := apiServer(t)
+	env := api.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	nsObj := &corev1.Namespace{}
