@@ -91,7 +91,7 @@ func (c *commander) run(ctx context.Context, command, skill, key string, retry b
 	if key != "" && apierrors.IsAlreadyExists(err) {
 		if existing, reuse := c.retried(ctx, run); retry && reuse {
 			ctrl.LoggerFrom(ctx).Info("Following the CommandRun an earlier attempt of this request filed", "commandRun", klog.KObj(existing))
-			return c.follow(ctx, existing, w)
+			return c.awaitResult(ctx, existing, w)
 		}
 		// Not a retry, or another request's run holds the name: file this
 		// one on its own.
@@ -102,7 +102,7 @@ func (c *commander) run(ctx context.Context, command, skill, key string, retry b
 		c.metrics.command("Error")
 		return nil, fmt.Errorf("failed to create a CommandRun for agent %s: %w", c.agent, err)
 	}
-	return c.follow(ctx, run, w)
+	return c.awaitResult(ctx, run, w)
 }
 
 // AnnotationRequestKey records, on a CommandRun a chat filed, the key of
@@ -152,7 +152,7 @@ func (c *commander) get(ctx context.Context, name string, w waits) (*CommandResu
 	if run.Spec.Agent != c.agent {
 		return nil, fmt.Errorf("failed to get CommandRun %s: it belongs to another agent", name)
 	}
-	return c.follow(ctx, run, w)
+	return c.awaitResult(ctx, run, w)
 }
 
 // waits bound one wait for a run: the whole of it, and the part of it
@@ -165,10 +165,10 @@ type waits struct {
 // defaults are the runtime's waits, as chats use them.
 func (c *commander) defaults() waits { return waits{command: c.wait, approval: c.approvalWait} }
 
-// follow waits for the run to end, for at most the command wait, and for at
+// awaitResult waits for the run to end, for at most the command wait, and for at
 // most the approval wait while it awaits approval; then it reports where
 // the run is.
-func (c *commander) follow(ctx context.Context, run *skillsv1.CommandRun, w waits) (*CommandResult, error) {
+func (c *commander) awaitResult(ctx context.Context, run *skillsv1.CommandRun, w waits) (*CommandResult, error) {
 	res, err := c.watch(ctx, run, w)
 	if err != nil {
 		return nil, err
