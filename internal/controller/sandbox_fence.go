@@ -3,9 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -188,24 +185,19 @@ type clusterTargets struct {
 func (r *CommandRunReconciler) fenceTargets(ctx context.Context) (sandbox.FenceTargets, error) {
 	cached := r.clusterTargets.Load()
 	if cached == nil || r.now().Sub(cached.at) > clusterTargetsTTL {
-		t := sandbox.FenceTargets{}
 		api, err := clusterService(ctx, r.APIReader, sandbox.KubernetesServiceNamespace, sandbox.KubernetesServiceName)
 		if err != nil {
-			return t, err
+			return sandbox.FenceTargets{}, err
 		}
-		t.APIServer = serviceAddress(api, func(p corev1.ServicePort) bool { return p.Name == "https" })
-		dns, err := clusterService(ctx, r.APIReader, sandbox.DNSNamespace, "kube-dns")
+		dns, err := clusterService(ctx, r.APIReader, sandbox.DNSNamespace, sandbox.DNSServiceName)
 		if err != nil {
-			return t, err
+			return sandbox.FenceTargets{}, err
 		}
-		t.DNS = serviceAddress(dns, func(p corev1.ServicePort) bool { return p.Port == sandbox.DNSPort })
-		t.DNSOther = serviceAddress(dns, func(p corev1.ServicePort) bool {
-			// A port named on the pods may be DNS's own.
-			return p.Port != sandbox.DNSPort && p.TargetPort.Type == intstr.Int && p.TargetPort.IntVal != sandbox.DNSPort
-		})
-		if t.APIServerEndpoints, err = apiServerEndpoints(ctx, r.APIReader); err != nil {
-			return t, err
+		endpoints, err := apiServerEndpoints(ctx, r.APIReader)
+		if err != nil {
+			return sandbox.FenceTargets{}, err
 		}
+		t := sandbox.ClusterFenceTargets(api, endpoints, dns)
 		cached = &clusterTargets{targets: t, at: r.now()}
 		r.clusterTargets.Store(cached)
 	}
@@ -227,18 +219,4 @@ func clusterService(ctx context.Context, r client.Reader, ns, name string) (*cor
 		return nil, nil
 	}
 	return svc, nil
-}
-
-// serviceAddress is the cluster address of svc on its first TCP port that
-// match accepts, as "host:port"; "" when it has none, or svc is nil.
-func serviceAddress(svc *corev1.Service, match func(corev1.ServicePort) bool) string {
-	if svc == nil {
-		return ""
-	}
-	for _, p := range svc.Spec.Ports {
-		if p.Protocol == corev1.ProtocolTCP && match(p) {
-			return net.JoinHostPort(svc.Spec.ClusterIP, strconv.Itoa(int(p.Port)))
-		}
-	}
-	return ""
 }
