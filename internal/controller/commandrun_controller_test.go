@@ -333,3 +333,34 @@ func TestSecondManagerCreatesNoSecondJob(t *testing.T) {
 		g.Expect(run.Status.Result.Stdout).To(Equal("once\n"))
 	}
 }
+
+// TestRunMayUseOnlyASkillOfItsAgentsCatalog: a run names the skill it acts
+// for, whose allowed tools narrow the policy and whose files its sandbox
+// gets. A served Skill its Agent does not select is not its to use: the run
+// is denied, saying so, and no Job is made; a skill of the catalog runs.
+func TestRunMayUseOnlyASkillOfItsAgentsCatalog(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, nil)
+	for _, name := range []string{"crashloop-triage", "other"} {
+		g.Expect(k8s.Create(ctx, newSkill(ns, name))).To(Succeed())
+		waitSkillState(t, ns, name, metav1.ConditionTrue, skillsv1.ReconciledReason)
+	}
+	g.Eventually(func(g Gomega) {
+		a := &skillsv1.Agent{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, "ops"), a)).To(Succeed())
+		g.Expect(a.Status.ObservedGeneration).To(Equal(a.Generation))
+		g.Expect(a.Status.Skills).To(ConsistOf(HaveField("Name", "crashloop-triage")))
+	}, timeout, interval).Should(Succeed())
+
+	foreign := newRun(ns, "foreign", "kubectl get pods")
+	foreign.Spec.Skill = "other"
+	own := newRun(ns, "own", "kubectl get pods")
+	own.Spec.Skill = "crashloop-triage"
+	g.Expect(k8s.Create(ctx, foreign)).To(Succeed())
+	g.Expect(k8s.Create(ctx, own)).To(Succeed())
+	got := waitPhase(t, ns, "foreign", skillsv1.PhaseDenied)
+	g.Expect(got.Status.Decision.Reason).To(Equal(`Skill "other" is not in the catalog of Agent "ops", so its runs may not use it`))
+	g.Expect(jobs(g, ns, "foreign")).To(BeEmpty())
+	waitPhase(t, ns, "own", skillsv1.PhaseRunning)
+}

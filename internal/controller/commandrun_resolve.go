@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -55,7 +56,33 @@ func (r *CommandRunReconciler) resolve(ctx context.Context, run *skillsv1.Comman
 		}
 		return nil, nil, denial{msg}
 	}
+	if err := r.inCatalog(ctx, agent, skl.Name); err != nil {
+		return nil, nil, err
+	}
 	return pol, skl, nil
+}
+
+// inCatalog denies a run that names a Skill its Agent does not serve: the
+// skill's allowed tools narrow the policy and its files are mounted in the
+// sandbox, so a run may use only a skill its agent was given. The catalog
+// is the Agent's status once the operator has written it for the Agent's
+// generation; a Skill added a moment ago may not be in the cached Agent
+// yet, so the API server is asked before the run is denied.
+func (r *CommandRunReconciler) inCatalog(ctx context.Context, agent *skillsv1.Agent, skill string) error {
+	serves := func() bool {
+		return agent.Status.ObservedGeneration != agent.Generation ||
+			slices.ContainsFunc(agent.Status.Skills, func(s skillsv1.CatalogSkill) bool { return s.Name == skill })
+	}
+	if serves() {
+		return nil
+	}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(agent), agent); err != nil {
+		return fmt.Errorf("failed to get Agent %s: %w", klog.KObj(agent), err)
+	}
+	if serves() {
+		return nil
+	}
+	return denial{fmt.Sprintf("Skill %q is not in the catalog of Agent %q, so its runs may not use it", skill, agent.Name)}
 }
 
 // bundleUnserved says why a bundled skill cannot be pinned: the Job mounts
