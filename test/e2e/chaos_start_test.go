@@ -54,7 +54,7 @@ const (
 // this fault is about.
 func restartKubeletAtStart(t *testing.T, x *chaos, runs []*chaosRun) []*chaosRun {
 	t.Helper()
-	waitSkillServed(t, startSkill)
+	waitInCatalog(t, startSkill)
 	image := runnerImage(t)
 	var filed []*chaosRun
 	for range startAttempts {
@@ -148,15 +148,19 @@ func waitNoneStarting(t *testing.T, runs []*chaosRun) {
 	}, 3*time.Minute, time.Second).Should(Succeed())
 }
 
-// waitSkillServed waits until the skill's files are in its ConfigMaps: a
-// run for a skill that is not served is denied.
-func waitSkillServed(t *testing.T, name string) {
+// waitInCatalog waits until the skill's files are in its ConfigMaps and
+// the chaos agent's catalog lists it: a run for a skill that is not
+// served, or not its agent's, is denied.
+func waitInCatalog(t *testing.T, name string) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
 		var skl skillsv1.Skill
 		g.Expect(c.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &skl)).To(Succeed())
 		g.Expect(skl.Status.ServedGeneration).To(BeNumerically(">", 0), "Skill %s is not served", name)
 		g.Expect(skl.Status.ConfigMaps).NotTo(BeEmpty(), "Skill %s has no ConfigMaps", name)
+		var agent skillsv1.Agent
+		g.Expect(c.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: chaosAgent}, &agent)).To(Succeed())
+		g.Expect(agent.Status.Skills).To(ContainElement(HaveField("Name", name)), "Agent %s does not serve Skill %s", chaosAgent, name)
 	}, 2*time.Minute, time.Second).Should(Succeed())
 }
 
