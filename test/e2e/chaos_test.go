@@ -360,21 +360,25 @@ func (x *chaos) approve(t *testing.T, runs []*chaosRun, kind commandKind) {
 }
 
 // waitEnded waits until every run has ended and returns them by name.
+// Each look reads every run not seen ended yet, so that the runs counted
+// lost when time is up are the ones that had not ended.
 func (x *chaos) waitEnded(t *testing.T, runs []*chaosRun) map[string]skillsv1.CommandRun {
 	t.Helper()
 	ended := map[string]skillsv1.CommandRun{}
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, r := range runs {
+			if _, ok := ended[r.name]; ok {
+				continue
+			}
 			var run skillsv1.CommandRun
 			if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, &run); err != nil {
-				return false, nil // the API server may be coming back
+				continue // the API server may be coming back
 			}
-			if !run.Status.Phase.Terminal() {
-				return false, nil
+			if run.Status.Phase.Terminal() {
+				ended[r.name] = run
 			}
-			ended[r.name] = run
 		}
-		return true, nil
+		return len(ended) == len(runs), nil
 	})
 	if err != nil {
 		var open []string
