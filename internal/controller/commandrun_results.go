@@ -146,6 +146,11 @@ func jobPods(ctx context.Context, r client.Reader, job *batchv1.Job) ([]corev1.P
 	return pods, nil
 }
 
+// containerStartError is the reason the kubelet gives a container the
+// runtime failed to start (a kubelet restart during the start, say); its
+// termination message is the runtime's error.
+const containerStartError = "StartError"
+
 // fromPods reads the result of the first pod whose command container
 // ended; false when none did.
 func (p *PodResultReader) fromPods(ctx context.Context, pods []corev1.Pod) (*runner.Result, bool, error) {
@@ -156,6 +161,12 @@ func (p *PodResultReader) fromPods(ctx context.Context, pods []corev1.Pod) (*run
 				continue
 			}
 			term := cs.State.Terminated
+			if term.Reason == containerStartError {
+				// The runtime could not start the container: the runner never
+				// ran, and the message is the runtime's, not a result.
+				return &runner.Result{ExitCode: int(term.ExitCode), Error: fmt.Sprintf(
+					"the sandbox's command container never started, so the command did not run: %s", clip(term.Message, 512))}, true, nil
+			}
 			if term.Message == "" {
 				return &runner.Result{ExitCode: int(term.ExitCode), Error: fmt.Sprintf("the sandbox reported no result (%s)", term.Reason)}, true, nil
 			}

@@ -262,3 +262,40 @@ func TestPodStoppedByAFailingJobWaitsForTheJob(t *testing.T) {
 	done := waitPhase(t, ns, "deadline", skillsv1.PhaseTimedOut)
 	g.Expect(done.Status.Result.Stderr).To(BeEmpty())
 }
+
+// TestCommandContainerThatNeverStartedEndsTheRun: a kubelet restart while
+// the runtime starts the command's container leaves it terminated with
+// reason StartError and the runtime's error as its message, which is no
+// result of the runner's. The run ends Failed, saying the command did not
+// run, rather than try to read that message as a result forever.
+func TestCommandContainerThatNeverStartedEndsTheRun(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, nil)
+	g.Expect(k8s.Create(ctx, newRun(ns, "no-start", "echo hi"))).To(Succeed())
+	waitPhase(t, ns, "no-start", skillsv1.PhaseRunning)
+	g.Expect(operator.StartPod(ctx, k8s, ns, "no-start")).To(Succeed())
+
+	var pods corev1.PodList
+	g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+	var pod *corev1.Pod
+	for i := range pods.Items {
+		if metav1.IsControlledBy(&pods.Items[i], &jobs(g, ns, "no-start")[0]) {
+			pod = &pods.Items[i]
+		}
+	}
+	g.Expect(pod).NotTo(BeNil())
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: "command",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
+			Message: "failed to create containerd task: failed to create shim task: context canceled", StartedAt: now, FinishedAt: now}},
+	}}}
+	g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
+	g.Expect(operatortest.EndJob(ctx, k8s, ns, "no-start", &runner.Result{ExitCode: 128}, false)).To(Succeed())
+
+	done := waitPhase(t, ns, "no-start", skillsv1.PhaseFailed)
+	g.Expect(done.Status.Result.Message).To(Equal("the sandbox's command container never started, so the command did not run: " +
+		"failed to create containerd task: failed to create shim task: context canceled"))
+	g.Expect(*done.Status.Result.ExitCode).To(Equal(int32(128)))
+}
