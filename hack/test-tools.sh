@@ -6,7 +6,7 @@
 # SDK, installed by the e2e with npm ci), and the real programs the red-team
 # corpus (test/redteam) attacks through: pagers and formatters (less,
 # man-db), interpreters and tools that start programs (gawk, mawk, sed, git,
-# make, tar with zstd, findutils, sshpass, jq, perl, python3) and a
+# make, tar with zstd, findutils, sshpass, jq, perl, python3, curl) and a
 # multi-call coreutils (rust-coreutils). A second run does nothing.
 set -euo pipefail
 
@@ -18,7 +18,7 @@ command -v npm >/dev/null || need+=(npm)
 # program package: what test/redteam runs for real.
 for pair in less:less man:man-db gawk:gawk mawk:mawk sed:sed git:git make:make \
   tar:tar zstd:zstd find:findutils xargs:findutils sshpass:sshpass jq:jq \
-  perl:perl-base python3:python3 coreutils:rust-coreutils; do
+  perl:perl-base python3:python3 coreutils:rust-coreutils curl:curl; do
   command -v "${pair%%:*}" >/dev/null || need+=("${pair#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

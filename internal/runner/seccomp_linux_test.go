@@ -265,7 +265,7 @@ func TestSupervision_ClonesThatStillWork(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.python && !onTestPath("python3") {
-				t.Skip("no python3")
+				t.Fatal("python3 is missing: make test-tools installs it")
 			}
 			res, dir := supervised(t, denyTouch, tc.line, exeDir)
 			if tc.startedBy != "" {

@@ -137,7 +137,7 @@ func TestFencedPodWithoutCurl(t *testing.T) {
 	for _, tool := range []string{"cat", "date", "sleep"} {
 		path, err := exec.LookPath(tool)
 		if err != nil {
-			t.Skipf("no %s here", tool)
+			t.Fatalf("%s is missing: coreutils provides it", tool)
 		}
 		if err := os.Symlink(path, filepath.Join(bin, tool)); err != nil {
 			t.Fatal(err)
@@ -198,7 +198,7 @@ func TestFenceWaitOf(t *testing.T) {
 // only then does the pod probe.
 func TestFenceWaitWithCurl(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("no curl here")
+		t.Fatal("curl is missing: make test-tools installs it")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
