@@ -7,8 +7,13 @@ import (
 )
 
 // DefaultFenceWait is how long the runner waits for the sandbox's network
-// fence to be in force before it gives up without running the command.
-const DefaultFenceWait = 20 * time.Second
+// fence to be in force before it gives up without running the command. A
+// network plugin programs the policies of new pods one sync after another:
+// on an idle node a pod's fence holds within a second or two, but when a
+// burst of sandboxes starts (200 runs filed at once on one node, in `make
+// chaos`) four in ten waited longer than 20 seconds. The sandbox Job's
+// deadline leaves room for the whole wait (sandbox.ActiveDeadlineSeconds).
+const DefaultFenceWait = 2 * time.Minute
 
 // Timing of the fence's check: how long one connection attempt may take,
 // and the pause between attempts that got through.

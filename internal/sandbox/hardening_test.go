@@ -84,7 +84,7 @@ var podChecks = []podCheck{
 			return ""
 		},
 		func(j *batchv1.Job) { j.Spec.PodReplacementPolicy = ptr.To(batchv1.TerminatingOrFailed) }},
-	{"activeDeadlineSeconds is timeout + grace + margin",
+	{"activeDeadlineSeconds is timeout + fence wait + grace + margin",
 		func(v variant, j *batchv1.Job) string { return wantInt64(j.Spec.ActiveDeadlineSeconds, v.wantDeadline) },
 		func(j *batchv1.Job) { *j.Spec.ActiveDeadlineSeconds -= int64(DeadlineMargin / time.Second) }},
 	{"terminationGracePeriodSeconds exceeds the runner's grace",

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/runner"
 )
 
 const (
@@ -84,14 +85,14 @@ func variants() []variant {
 		{
 			name:         "no policy, no skill",
 			params:       Params{Run: testRun(), RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: 30 * time.Second},
-			wantDeadline: 30 + 5 + 30,
+			wantDeadline: 30 + 120 + 5 + 30,
 			wantTTL:      300,
 		},
 		{
 			name: "policy without sandbox, skill in one shard",
 			params: Params{Run: testRun(), Policy: &skillsv1.CommandPolicy{}, Skill: testSkill("skill-pdf-tools"),
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: 2 * time.Minute},
-			wantDeadline: 120 + 5 + 30,
+			wantDeadline: 120 + 120 + 5 + 30,
 			wantTTL:      300,
 		},
 		{
@@ -99,13 +100,13 @@ func variants() []variant {
 			params: Params{Run: testRun(), Policy: testPolicy(),
 				Skill:       testSkill("skill-pdf-tools", "skill-pdf-tools--1", "skill-pdf-tools--2"),
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: 1500 * time.Millisecond},
-			wantDeadline: 2 + 5 + 30,
+			wantDeadline: 2 + 120 + 5 + 30,
 			wantTTL:      60,
 		},
 		{
 			name:         "unresolved timeout takes the policy's",
 			params:       Params{Run: testRun(), Policy: testPolicy(), RunnerImage: testRunnerImage, DefaultImage: testDefaultImage},
-			wantDeadline: 600 + 5 + 30,
+			wantDeadline: 600 + 120 + 5 + 30,
 			wantTTL:      60,
 		},
 		{
@@ -113,41 +114,41 @@ func variants() []variant {
 			params: Params{Run: testRun(), Policy: identityPolicy("cluster-reader", nil), Skill: testSkill("skill-pdf-tools"),
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute,
 				APIServer: []APIEndpoint{{IP: "10.0.0.1", Port: 6443}}},
-			wantDeadline: 60 + 5 + 30,
+			wantDeadline: 60 + 120 + 5 + 30,
 			wantTTL:      300,
 		},
 		{
 			name: "identity and a long timeout",
 			params: Params{Run: testRun(), Policy: identityPolicy("cluster-reader", nil), Skill: testBundledSkill(""),
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: 3 * time.Hour},
-			wantDeadline: 3*3600 + 5 + 30,
+			wantDeadline: 3*3600 + 120 + 5 + 30,
 			wantTTL:      300,
 		},
 		{
 			name: "full sandbox, bundled skill",
 			params: Params{Run: testRun(), Policy: testPolicy(), Skill: testBundledSkill("IfNotPresent"),
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute},
-			wantDeadline: 60 + 5 + 30,
+			wantDeadline: 60 + 120 + 5 + 30,
 			wantTTL:      60,
 		},
 		{
 			name: "runner from its image, skill in one shard",
 			params: Params{Run: testRun(), Policy: testPolicy(), Skill: testSkill("skill-pdf-tools"), RunnerFromImage: true,
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute},
-			wantDeadline: 60 + 5 + 30,
+			wantDeadline: 60 + 120 + 5 + 30,
 			wantTTL:      60,
 		},
 		{
 			name: "runner from its image, bundled skill",
 			params: Params{Run: testRun(), Policy: testPolicy(), Skill: testBundledSkill("IfNotPresent"), RunnerFromImage: true,
 				RunnerImage: testRunnerImage, DefaultImage: testDefaultImage, Timeout: time.Minute},
-			wantDeadline: 60 + 5 + 30,
+			wantDeadline: 60 + 120 + 5 + 30,
 			wantTTL:      60,
 		},
 		{
 			name:         "the largest policy the CRDs admit, with a fence check",
 			params:       largestParams(),
-			wantDeadline: 300 + 5 + 30,
+			wantDeadline: 300 + 120 + 5 + 30,
 			wantTTL:      300,
 		},
 	}
@@ -237,11 +238,11 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 		timeout time.Duration
 		want    int64
 	}{
-		{5 * time.Minute, 335},
-		{30 * time.Second, 65},
-		{1500 * time.Millisecond, 37},
-		{time.Nanosecond, 36},
-		{time.Hour, 3635},
+		{5 * time.Minute, 455},
+		{30 * time.Second, 185},
+		{1500 * time.Millisecond, 157},
+		{time.Nanosecond, 156},
+		{time.Hour, 3755},
 	}
 	for _, tc := range cases {
 		if got := ActiveDeadlineSeconds(tc.timeout); got != tc.want {
@@ -249,7 +250,7 @@ func TestActiveDeadlineSeconds(t *testing.T) {
 		}
 		// The runner must be able to time out, stop the command and report
 		// before the Job's deadline.
-		if slack := time.Duration(ActiveDeadlineSeconds(tc.timeout))*time.Second - tc.timeout - RunnerGrace; slack < 10*time.Second {
+		if slack := time.Duration(ActiveDeadlineSeconds(tc.timeout))*time.Second - runner.DefaultFenceWait - tc.timeout - RunnerGrace; slack < 10*time.Second {
 			t.Errorf("ActiveDeadlineSeconds(%s) leaves %s after the runner's grace", tc.timeout, slack)
 		}
 	}

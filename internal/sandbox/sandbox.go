@@ -123,6 +123,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/runner"
 )
 
 // Labels on the Job, its pod and the fences.
@@ -197,8 +198,8 @@ const (
 	// RunnerGrace is the time the runner gives the command between SIGTERM
 	// and SIGKILL, at its timeout or when the pod is stopped.
 	RunnerGrace = 5 * time.Second
-	// DeadlineMargin is added to the Job's deadline beyond timeout and
-	// RunnerGrace. The deadline counts from the Job's start, so the margin
+	// DeadlineMargin is added to the Job's deadline beyond timeout, the
+	// fence's wait and RunnerGrace. The deadline counts from the Job's start, so the margin
 	// covers scheduling the pod, pulling images the node lacks (a bundled
 	// skill's image among them), the init containers, the runner draining the output of killed processes (up to
 	// half a second) and writing its result. A pod that takes longer than
@@ -287,16 +288,18 @@ func ResolveTimeout(run *skillsv1.CommandRun, policy *skillsv1.CommandPolicy) ti
 // ActiveDeadlineSeconds is the Job's deadline for a command with this
 // timeout, in whole seconds:
 //
-//	ceil(timeout) + RunnerGrace + DeadlineMargin
+//	ceil(timeout) + runner.DefaultFenceWait + RunnerGrace + DeadlineMargin
 //
-// that is 300 + 5 + 30 = 335 for the default five minutes. The runner
-// enforces the timeout itself, so that the result says TimedOut and keeps
-// the output; the Job's deadline is the backstop for a pod that never
+// that is 300 + 120 + 5 + 30 = 455 for the default five minutes. The
+// runner enforces the timeout itself, so that the result says TimedOut and
+// keeps the output; the Job's deadline is the backstop for a pod that never
 // starts the runner or a runner that hangs, and must leave the runner time
-// to stop the command (RunnerGrace) and write its result (in the margin).
+// to await the sandbox's fence, which it does before the command's time
+// starts, to stop the command (RunnerGrace) and to write its result (in the
+// margin).
 func ActiveDeadlineSeconds(timeout time.Duration) int64 {
 	seconds := int64(math.Ceil(timeout.Seconds()))
-	return seconds + int64(RunnerGrace/time.Second) + int64(DeadlineMargin/time.Second)
+	return seconds + int64((runner.DefaultFenceWait+RunnerGrace+DeadlineMargin)/time.Second)
 }
 
 // DefaultResources are the main container's requests and limits when the

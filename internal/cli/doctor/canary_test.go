@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
@@ -144,10 +143,10 @@ func TestCanaryClientsStartFencedAndAwaitTheirFence(t *testing.T) {
 			continue
 		}
 		await := strings.Index(script, "'http://"+tc.await+"/'")
-		within := fmt.Sprintf("fe=$(( $(date +%%s) + %d ))", int(runner.DefaultFenceWait/time.Second))
+		within := fmt.Sprintf("fe=$(( $(date +%%s) + %d ))", int(canaryFenceWait/time.Second))
 		held := strings.Index(script, "if [ \"$fs\" = held ]; then\n")
 		if await < 0 || !strings.Contains(script, within) || held < await || firstProbe < held {
-			t.Errorf("pod %s does not await its fence on %s for %s before its first probe:\n%s", tc.pod, tc.await, runner.DefaultFenceWait, script)
+			t.Errorf("pod %s does not await its fence on %s for %s before its first probe:\n%s", tc.pod, tc.await, canaryFenceWait, script)
 		}
 	}
 	if waits[0].Addr != apiAddr || waits[1].Addr != dnsAddr {

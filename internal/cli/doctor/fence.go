@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -20,7 +19,14 @@ import (
 // after runner.DefaultFenceWait (--await-fence). The canary's client pods
 // run sh and curl, not the runner, so their script does that wait with
 // curl, on the address sandbox.FenceCheck picks for the sandbox the pod
-// stands for.
+// stands for, for canaryFenceWait.
+
+// canaryFenceWait is how long a canary pod awaits its fence. It is shorter
+// than a sandbox's runner.DefaultFenceWait, which allows for a burst of
+// sandboxes starting on one node: the doctor starts a handful of pods,
+// whose fences a network plugin puts in force within seconds, and must
+// report within its --timeout.
+const canaryFenceWait = 20 * time.Second
 
 // fenceWait is how a fenced client pod awaits its fence.
 type fenceWait struct {
@@ -48,12 +54,12 @@ const (
 
 // fenceWaitOf is the wait of the client pod that stands for the sandbox p
 // describes: on the address sandbox.FenceCheck picks among the cluster's
-// Services ft, as the operator picks it for that sandbox, for as long as
-// the runner waits. When FenceCheck can pick none (the cluster has no DNS
+// Services ft, as the operator picks it for that sandbox, for
+// canaryFenceWait. When FenceCheck can pick none (the cluster has no DNS
 // Service, say), the pod awaits the canary's Service, which the fences of
 // the canary deny and which answers: its pod is Ready.
 func fenceWaitOf(p sandbox.Params, ft sandbox.FenceTargets, t canaryTargets) fenceWait {
-	w := fenceWait{Addr: sandbox.FenceCheck(p, ft), Within: runner.DefaultFenceWait}
+	w := fenceWait{Addr: sandbox.FenceCheck(p, ft), Within: canaryFenceWait}
 	switch w.Addr {
 	case "":
 		w.Addr = net.JoinHostPort(t.ServiceIP, strconv.Itoa(int(targetPort)))

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
-	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -177,16 +176,16 @@ func TestFenceWaitOf(t *testing.T) {
 		ft   sandbox.FenceTargets
 		want fenceWait
 	}{
-		{"without identity", bare, ft, fenceWait{"10.96.0.1:443", "the API server's Service 10.96.0.1:443", runner.DefaultFenceWait}},
-		{"with an identity", identity, ft, fenceWait{"10.96.0.10:53", "the cluster DNS Service 10.96.0.10:53", runner.DefaultFenceWait}},
+		{"without identity", bare, ft, fenceWait{"10.96.0.1:443", "the API server's Service 10.96.0.1:443", canaryFenceWait}},
+		{"with an identity", identity, ft, fenceWait{"10.96.0.10:53", "the cluster DNS Service 10.96.0.10:53", canaryFenceWait}},
 		{"no cluster DNS", identity, sandbox.FenceTargets{APIServer: ft.APIServer, APIServerEndpoints: ft.APIServerEndpoints},
-			fenceWait{"10.96.7.7:8080", "the canary Service 10.96.7.7:8080", runner.DefaultFenceWait}},
+			fenceWait{"10.96.7.7:8080", "the canary Service 10.96.7.7:8080", canaryFenceWait}},
 	} {
 		if got := fenceWaitOf(tc.p, tc.ft, testTargets); got != tc.want {
 			t.Errorf("%s: fenceWaitOf = %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
-	if want := "within " + runner.DefaultFenceWait.String(); !strings.Contains(doctorLong, want) {
+	if want := "within " + canaryFenceWait.String(); !strings.Contains(doctorLong, want) {
 		t.Errorf("the help does not say the canary waits for a fence %q", want)
 	}
 }
