@@ -59,15 +59,24 @@
 // 0444, executable files 0555, folders 0555. The folder must be absent or
 // empty; shards of two versions of the skill are refused.
 //
-// Exit codes: the command's own exit status (128+N when it was killed by
-// signal N); 124 when the timeout expired; 128+N when the runner itself
-// received signal N (SIGTERM, SIGINT or SIGHUP, forwarded to the command);
-// 126 when the runner refused the line, one of its commands or a write, or
-// a program cannot be executed; 127 when a program does not exist; 2 when
-// the line does not parse; 125 when the runner failed: bad usage, no
-// policy or one that does not compile, a missing working directory, or a
-// result it could not write. install and unpack-skill exit 0 on success
-// and 125 on any failure, with the reason on stderr.
+// The result's exit code is the command's own exit status (128+N when it
+// was killed by signal N); 124 when the timeout expired; 128+N when the
+// runner itself received signal N (SIGTERM, SIGINT or SIGHUP, forwarded to
+// the command); 126 when the runner refused the line, one of its commands
+// or a write, or a program cannot be executed; 127 when a program does not
+// exist; 2 when the line does not parse; 125 when the runner failed: bad
+// usage, no policy or one that does not compile, a missing working
+// directory, or a fence not in force.
+//
+// run exits with that code when it has no --result-file. With one, as in a
+// sandbox, the result file alone holds the command's status, and run
+// exits 0 once it wrote the result there and 125 when it could not. So the
+// command container of a sandbox never exits 128 of its own: that code is
+// left to the container runtime, which gives it to a container it could
+// not start (reason StartError), and a sandbox Job makes another pod for
+// such a one, whose command never ran (sandbox.PodFailurePolicy). install
+// and unpack-skill exit 0 on success and 125 on any failure, with the
+// reason on stderr.
 package main
 
 import (
@@ -173,6 +182,9 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 	if err := runner.Report(res, stdout, f.ResultFile); err != nil {
 		_, _ = fmt.Fprintf(stderr, "runner: %v\n", err)
 		return runner.ExitRunnerFailure
+	}
+	if f.ResultFile != "" {
+		return 0
 	}
 	return res.ExitCode
 }

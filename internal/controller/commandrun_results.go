@@ -152,7 +152,7 @@ func jobPods(ctx context.Context, r client.Reader, job *batchv1.Job) ([]corev1.P
 const containerStartError = "StartError"
 
 // fromPods reads the result of the first pod whose command container
-// ended; false when none did.
+// ended after it started; false when none did.
 func (p *PodResultReader) fromPods(ctx context.Context, pods []corev1.Pod) (*runner.Result, bool, error) {
 	for i := range pods {
 		pod := &pods[i]
@@ -163,9 +163,9 @@ func (p *PodResultReader) fromPods(ctx context.Context, pods []corev1.Pod) (*run
 			term := cs.State.Terminated
 			if term.Reason == containerStartError {
 				// The runtime could not start the container: the runner never
-				// ran, and the message is the runtime's, not a result.
-				return &runner.Result{ExitCode: int(term.ExitCode), Error: fmt.Sprintf(
-					"the sandbox's command container never started, so the command did not run: %s", clip(term.Message, 512))}, true, nil
+				// ran, and the message is the runtime's, not a result. The Job
+				// makes another pod (sandbox.PodFailurePolicy).
+				continue
 			}
 			if term.Message == "" {
 				return &runner.Result{ExitCode: int(term.ExitCode), Error: fmt.Sprintf("the sandbox reported no result (%s)", term.Reason)}, true, nil
@@ -183,11 +183,17 @@ func (p *PodResultReader) fromPods(ctx context.Context, pods []corev1.Pod) (*run
 }
 
 // neverRan says why a pod that ended never ran the command: the init
-// container that failed, when one did.
+// container that failed, or the command container the runtime could not
+// start, when one did.
 func neverRan(pod *corev1.Pod) string {
 	for _, cs := range pod.Status.InitContainerStatuses {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			return fmt.Sprintf("the sandbox pod ended without running the command: init container %q exited %d (%s)", cs.Name, t.ExitCode, t.Reason)
+		}
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == sandbox.ContainerCommand && t != nil && t.Reason == containerStartError {
+			return "the sandbox pod ended without running the command: its command container never started: " + clip(t.Message, 512)
 		}
 	}
 	return "the sandbox pod ended without running the command (see the Job's events)"

@@ -15,8 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/runner"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
 // runMessage is the message of a run's Succeeded condition.
@@ -263,11 +265,85 @@ func TestPodStoppedByAFailingJobWaitsForTheJob(t *testing.T) {
 	g.Expect(done.Status.Result.Stderr).To(BeEmpty())
 }
 
-// TestCommandContainerThatNeverStartedEndsTheRun: a kubelet restart while
-// the runtime starts the command's container leaves it terminated with
-// reason StartError and the runtime's error as its message, which is no
-// result of the runner's. The run ends Failed, saying the command did not
-// run, rather than try to read that message as a result forever.
+// startError writes the status the kubelet gives a pod whose command
+// container the runtime could not start (a kubelet restart during the
+// start, say): Failed, the container terminated with reason StartError,
+// sandbox.ExitNotStarted and the runtime's error as its message.
+func startError(ctx context.Context, pod *corev1.Pod) error {
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: sandbox.ContainerCommand,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: sandbox.ExitNotStarted, Reason: "StartError",
+			Message: "failed to create containerd task: failed to create shim task: context canceled", StartedAt: now, FinishedAt: now}},
+	}}}
+	return k8s.Status().Update(ctx, pod)
+}
+
+// jobPod returns the one pod of the run's Job.
+func jobPod(g Gomega, ns, run string) *corev1.Pod {
+	var pods corev1.PodList
+	g.Expect(k8s.List(context.Background(), &pods, client.InNamespace(ns))).To(Succeed())
+	job := &jobs(g, ns, run)[0]
+	var pod *corev1.Pod
+	for i := range pods.Items {
+		if metav1.IsControlledBy(&pods.Items[i], job) {
+			g.Expect(pod).To(BeNil(), "two pods")
+			pod = &pods.Items[i]
+		}
+	}
+	g.Expect(pod).NotTo(BeNil())
+	return pod
+}
+
+// TestCommandContainerThatNeverStartedHoldsNoResult: a pod whose command
+// container the runtime could not start never ran the command, and the
+// Job makes another pod for it (sandbox.PodFailurePolicy). Its end is no
+// result: the run's result is the next pod's.
+func TestCommandContainerThatNeverStartedHoldsNoResult(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, nil)
+	g.Expect(k8s.Create(ctx, newRun(ns, "second-pod", "echo hi"))).To(Succeed())
+	waitPhase(t, ns, "second-pod", skillsv1.PhaseRunning)
+	g.Expect(operator.StartPod(ctx, k8s, ns, "second-pod")).To(Succeed())
+	first := jobPod(g, ns, "second-pod")
+	g.Expect(startError(ctx, first)).To(Succeed())
+
+	job := &jobs(g, ns, "second-pod")[0]
+	noLogs := func(context.Context, string, string, string) ([]byte, error) { return nil, fmt.Errorf("no log") }
+	reader := controller.NewPodResultReader(k8s, k8s, noLogs)
+	res, err := reader.Ended(ctx, job)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res).To(BeNil(), "a pod whose command container never started gave a result")
+
+	// The Job's second pod runs the command.
+	want := &runner.Result{Stdout: "hi\n"}
+	_, msg, _, err := runner.Encode(want)
+	g.Expect(err).NotTo(HaveOccurred())
+	second := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job.Name + "-second", Labels: first.Labels, OwnerReferences: first.OwnerReferences},
+		Spec:       *job.Spec.Template.Spec.DeepCopy(),
+	}
+	g.Expect(k8s.Create(ctx, second)).To(Succeed())
+	now := metav1.Now()
+	second.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
+		Name:  sandbox.ContainerCommand,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: string(msg), StartedAt: now, FinishedAt: now}},
+	}}}
+	g.Expect(k8s.Status().Update(ctx, second)).To(Succeed())
+	res, err = reader.Ended(ctx, job)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res).NotTo(BeNil())
+	g.Expect(res.Stdout).To(Equal("hi\n"))
+
+	done := waitPhase(t, ns, "second-pod", skillsv1.PhaseSucceeded)
+	g.Expect(done.Status.Result.Stdout).To(Equal("hi\n"))
+}
+
+// TestCommandContainerThatNeverStartedEndsTheRun: when the Job has given
+// up on pods whose command container the runtime could not start, the run
+// ends Failed, saying the command did not run, rather than read the
+// runtime's error as a result forever.
 func TestCommandContainerThatNeverStartedEndsTheRun(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -275,27 +351,10 @@ func TestCommandContainerThatNeverStartedEndsTheRun(t *testing.T) {
 	g.Expect(k8s.Create(ctx, newRun(ns, "no-start", "echo hi"))).To(Succeed())
 	waitPhase(t, ns, "no-start", skillsv1.PhaseRunning)
 	g.Expect(operator.StartPod(ctx, k8s, ns, "no-start")).To(Succeed())
-
-	var pods corev1.PodList
-	g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
-	var pod *corev1.Pod
-	for i := range pods.Items {
-		if metav1.IsControlledBy(&pods.Items[i], &jobs(g, ns, "no-start")[0]) {
-			pod = &pods.Items[i]
-		}
-	}
-	g.Expect(pod).NotTo(BeNil())
-	now := metav1.Now()
-	pod.Status = corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: "command",
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError",
-			Message: "failed to create containerd task: failed to create shim task: context canceled", StartedAt: now, FinishedAt: now}},
-	}}}
-	g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
-	g.Expect(operatortest.EndJob(ctx, k8s, ns, "no-start", &runner.Result{ExitCode: 128}, false)).To(Succeed())
+	g.Expect(startError(ctx, jobPod(g, ns, "no-start"))).To(Succeed())
+	g.Expect(operatortest.EndJob(ctx, k8s, ns, "no-start", nil, false)).To(Succeed())
 
 	done := waitPhase(t, ns, "no-start", skillsv1.PhaseFailed)
-	g.Expect(done.Status.Result.Message).To(Equal("the sandbox's command container never started, so the command did not run: " +
+	g.Expect(done.Status.Result.Message).To(Equal("the sandbox pod ended without running the command: its command container never started: " +
 		"failed to create containerd task: failed to create shim task: context canceled"))
-	g.Expect(*done.Status.Result.ExitCode).To(Equal(int32(128)))
 }

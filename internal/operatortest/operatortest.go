@@ -127,8 +127,9 @@ func (op *Operator) FinishJob(ctx context.Context, c client.Client, ns, name str
 }
 
 // EndJob writes the status the Job controller writes once the pod of the
-// sandbox Job ns/name ended with res: complete, or failed when res is nil,
-// its exit code is not 0 or deadlineExceeded. It writes only the Job: the
+// sandbox Job ns/name ended with res: complete, since the runner exits 0
+// once it wrote its result, whatever the command's exit status; failed when
+// res is nil (no pod reported) or deadlineExceeded. It writes only the Job: the
 // pod's own final state is EndPod's, which the kubelet writes on its own
 // schedule, before or after.
 func EndJob(ctx context.Context, c client.Client, ns, name string, res *runner.Result, deadlineExceeded bool) error {
@@ -163,7 +164,7 @@ func EndJobAt(ctx context.Context, c client.Client, ns, name string, res *runner
 	if job.Status.StartTime == nil {
 		job.Status.StartTime = &now
 	}
-	if res != nil && res.ExitCode == 0 && !deadlineExceeded {
+	if res != nil && !deadlineExceeded {
 		job.Status.Succeeded, job.Status.CompletionTime = 1, &now
 		job.Status.Conditions = []batchv1.JobCondition{
 			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
@@ -221,14 +222,12 @@ func (op *Operator) EndPod(ctx context.Context, c client.Client, ns, name string
 		return err
 	}
 	op.logs.Store(pod.Namespace+"/"+pod.Name+"/"+sandbox.ContainerCommand, logLine)
-	phase := corev1.PodSucceeded
-	if res.ExitCode != 0 {
-		phase = corev1.PodFailed
-	}
-	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+	// The runner exits 0 once it wrote the result, whatever the command's
+	// exit status, which the result holds.
+	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
 		Name: sandbox.ContainerCommand,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-			ExitCode: int32(res.ExitCode), Reason: "Completed", Message: string(msg), StartedAt: now, FinishedAt: now,
+			Reason: "Completed", Message: string(msg), StartedAt: now, FinishedAt: now,
 		}},
 	}}}
 	return c.Status().Update(ctx, pod)

@@ -6,6 +6,13 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// ExitNotStarted is the exit code the container runtime gives a container
+// it could not start (reason StartError): containerd's, when a kubelet
+// restart cancels the start, say. The runner in a sandbox never exits with
+// it (it exits 0 once it wrote its result and 125 when it could not), so a
+// command container that ended with it never ran the runner.
+const ExitNotStarted int32 = 128
+
 // StartRetries is how many more pods a sandbox Job makes after pods that
 // failed before their command could start: one. Its backoffLimit, and
 // its podFailurePolicy (see PodFailurePolicy) counts only those failures;
@@ -18,9 +25,13 @@ const StartRetries int32 = 1
 // the given spec. The Job controller matches a failed pod against its
 // rules in order, and the first that matches decides:
 //
-//  1. The command container ended with an exit code other than 0: the
-//     Job fails. The command may have run, or be half done.
-//  2. One per init container ("install-runner", "unpack-skill"): it ended
+//  1. The command container ended with ExitNotStarted: the runtime could
+//     not start it, so the command never ran, and the failure counts
+//     toward backoffLimit.
+//  2. The command container ended with any other exit code but 0: the
+//     Job fails. The runner failed, or was killed, while the command may
+//     have run, or be half done.
+//  3. One per init container ("install-runner", "unpack-skill"): it ended
 //     with an exit code other than 0, and the failure counts toward
 //     backoffLimit (StartRetries), which lets the Job make one more pod.
 //     Init containers run, in order, to a successful end before the
@@ -31,7 +42,7 @@ const StartRetries int32 = 1
 //     kubelet marks the init container it had not seen end (the first,
 //     when none had started) terminated with exit code 137
 //     (ContainerStatusUnknown), and the command container stays waiting.
-//  3. The pod was placed on a node (PodScheduled), a kubelet ran it
+//  4. The pod was placed on a node (PodScheduled), a kubelet ran it
 //     (Ready) or it was disrupted (DisruptionTarget: preempted, evicted,
 //     its node drained, tainted or gone): the Job fails. Such a pod may
 //     have run the command, although no exit code says so: the status of
@@ -41,18 +52,24 @@ const StartRetries int32 = 1
 //     a second time.
 //
 // So only a pod that matches no rule, one the scheduler never placed,
-// counts toward backoffLimit besides the init containers' failures:
-// it never reached a node, let alone ran the command. No exit code of the
-// command container proves it never started: the runner reports the
-// command's own exit status, which may be any, and the container runtime's
-// codes for a container it could not start (128) or lost (137) are ones a
-// command can exit with too.
+// counts toward backoffLimit besides the failures to start a container:
+// it never reached a node, let alone ran the command. The command's own
+// exit status is in the runner's result, never the container's exit code,
+// which is why ExitNotStarted can tell; the runtime's code for a container
+// it lost (137) is also a kill's, and fails the Job.
 //
 // The Job also replaces a pod only once it has ended (podReplacementPolicy
 // Failed, the only one the API server allows with a podFailurePolicy): a
 // pod being stopped never runs beside its replacement.
 func PodFailurePolicy(spec corev1.PodSpec) *batchv1.PodFailurePolicy {
 	rules := []batchv1.PodFailurePolicyRule{{
+		Action: batchv1.PodFailurePolicyActionCount,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: ptr.To(ContainerCommand),
+			Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+			Values:        []int32{ExitNotStarted},
+		},
+	}, {
 		Action:      batchv1.PodFailurePolicyActionFailJob,
 		OnExitCodes: failedExit(ContainerCommand),
 	}}

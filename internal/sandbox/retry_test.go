@@ -11,10 +11,11 @@ import (
 )
 
 // checkRetries says what in a Job's retries could run its command twice:
-// only a failed init container may be counted toward a backoffLimit of
-// StartRetries, nothing is ignored (which would replace pods without
-// bound), a command that ended fails the Job first, and a pod that reached
-// a node fails it last.
+// only a failed init container, or a command container that never started
+// (ExitNotStarted), may be counted toward a backoffLimit of StartRetries,
+// nothing is ignored (which would replace pods without bound), a command
+// container that ended otherwise fails the Job right after, and a pod that
+// reached a node fails it last.
 func checkRetries(j *batchv1.Job) string {
 	if msg := wantInt32(j.Spec.BackoffLimit, StartRetries); msg != "" {
 		return "backoffLimit: " + msg
@@ -23,10 +24,18 @@ func checkRetries(j *batchv1.Job) string {
 	if pfp == nil || len(pfp.Rules) < 2 {
 		return fmt.Sprintf("podFailurePolicy = %+v: every failure but a start's would count toward backoffLimit", pfp)
 	}
-	first, last := pfp.Rules[0], pfp.Rules[len(pfp.Rules)-1]
-	if first.Action != batchv1.PodFailurePolicyActionFailJob || first.OnExitCodes == nil ||
-		ptr.Deref(first.OnExitCodes.ContainerName, "") != ContainerCommand || !anyFailure(first.OnExitCodes) {
-		return fmt.Sprintf("first rule %+v: a command that ended must fail the Job", first)
+	if len(pfp.Rules) < 3 {
+		return fmt.Sprintf("podFailurePolicy = %+v: a command container that ended must fail the Job", pfp)
+	}
+	notStarted, ended, last := pfp.Rules[0], pfp.Rules[1], pfp.Rules[len(pfp.Rules)-1]
+	if notStarted.Action != batchv1.PodFailurePolicyActionCount || notStarted.OnExitCodes == nil ||
+		ptr.Deref(notStarted.OnExitCodes.ContainerName, "") != ContainerCommand ||
+		notStarted.OnExitCodes.Operator != batchv1.PodFailurePolicyOnExitCodesOpIn || !slices.Equal(notStarted.OnExitCodes.Values, []int32{ExitNotStarted}) {
+		return fmt.Sprintf("first rule %+v: only a command container that never started may be counted", notStarted)
+	}
+	if ended.Action != batchv1.PodFailurePolicyActionFailJob || ended.OnExitCodes == nil ||
+		ptr.Deref(ended.OnExitCodes.ContainerName, "") != ContainerCommand || !anyFailure(ended.OnExitCodes) {
+		return fmt.Sprintf("second rule %+v: a command container that ended must fail the Job", ended)
 	}
 	if last.Action != batchv1.PodFailurePolicyActionFailJob ||
 		!slices.Contains(last.OnPodConditions, batchv1.PodFailurePolicyOnPodConditionsPattern{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}) ||
@@ -41,6 +50,9 @@ func checkRetries(j *batchv1.Job) string {
 			name := ""
 			if r.OnExitCodes != nil {
 				name = ptr.Deref(r.OnExitCodes.ContainerName, "")
+			}
+			if i == 0 {
+				continue
 			}
 			if !slices.ContainsFunc(j.Spec.Template.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == name }) {
 				return fmt.Sprintf("rule %d %+v counts a failure that is not an init container's", i, r)
@@ -204,10 +216,18 @@ func TestJobRetriesOnlyPodsThatNeverStartedTheCommand(t *testing.T) {
 			pods: []*corev1.Pod{failedPod([]corev1.ContainerState{completed, completed}, exited(1, "Error"), ranOnANode...)}, want: failJob},
 		{name: "the command was killed for memory",
 			pods: []*corev1.Pod{failedPod([]corev1.ContainerState{completed, completed}, exited(137, "OOMKilled"), ranOnANode...)}, want: failJob},
-		// The runtime's code for a container it could not start is one a
-		// command can exit with.
+		// The runner exits 0 once it wrote the command's result, so the
+		// runtime's code for a container it could not start is never the
+		// runner's.
 		{name: "the command container could not start",
-			pods: []*corev1.Pod{failedPod([]corev1.ContainerState{completed, completed}, exited(128, "StartError"), ranOnANode...)}, want: failJob},
+			pods: []*corev1.Pod{failedPod([]corev1.ContainerState{completed, completed}, exited(ExitNotStarted, "StartError"), ranOnANode...)}, want: newPod},
+		{name: "the command container could not start, twice",
+			pods: []*corev1.Pod{
+				failedPod([]corev1.ContainerState{completed, completed}, exited(ExitNotStarted, "StartError"), ranOnANode...),
+				failedPod([]corev1.ContainerState{completed, completed}, exited(ExitNotStarted, "StartError"), ranOnANode...),
+			}, want: failJob},
+		{name: "the runner could not write its result",
+			pods: []*corev1.Pod{failedPod([]corev1.ContainerState{completed, completed}, exited(125, "Error"), ranOnANode...)}, want: failJob},
 		{name: "the kubelet lost the running command",
 			pods: []*corev1.Pod{failedPod([]corev1.ContainerState{completed, completed}, lost, ranOnANode...)}, want: failJob},
 		{name: "preempted while the command ran",
@@ -241,8 +261,9 @@ func TestJobRetriesOnlyPodsThatNeverStartedTheCommand(t *testing.T) {
 
 // TestJobWithoutInitContainersNeverRetriesAStartedPod: when the runner
 // comes from an image volume and the skill from an image, the pod has no
-// init container, and nothing proves that a pod that reached a node never
-// started its command: every such failure fails the Job.
+// init container. A pod that reached a node is replaced only when the
+// runtime could not start its command container; every other failure
+// fails the Job.
 func TestJobWithoutInitContainersNeverRetriesAStartedPod(t *testing.T) {
 	job := Job(Params{Run: testRun(), Policy: testPolicy(), Skill: testBundledSkill("IfNotPresent"), RunnerFromImage: true,
 		RunnerImage: testRunnerImage, DefaultImage: testDefaultImage})
@@ -252,10 +273,13 @@ func TestJobWithoutInitContainersNeverRetriesAStartedPod(t *testing.T) {
 	for _, pod := range []*corev1.Pod{
 		failedPod(nil, lost, ranOnANode...),
 		failedPod(nil, waiting, withCondition(corev1.DisruptionTarget)...),
-		failedPod(nil, exited(128, "StartError"), ranOnANode...),
+		failedPod(nil, exited(143, "Error"), ranOnANode...),
 	} {
 		if got := afterFailures(job, pod); got != failJob {
 			t.Errorf("after a pod with command %+v, the Job controller %s", pod.Status.ContainerStatuses[0].State, got)
 		}
+	}
+	if got := afterFailures(job, failedPod(nil, exited(ExitNotStarted, "StartError"), ranOnANode...)); got != newPod {
+		t.Errorf("after a pod whose command container never started, the Job controller %s, want it %s", got, newPod)
 	}
 }

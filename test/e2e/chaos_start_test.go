@@ -9,6 +9,7 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +28,8 @@ import (
 // The kubelet restarted while a sandbox's containers start: issue 26,
 // item 11. A pod the kubelet loses before its command started fails, and
 // the sandbox Job makes it again once when an init container is what
-// failed (internal/sandbox/retry.go). The fault files runs that serve
+// failed, or the command container the runtime could not start
+// (internal/sandbox/retry.go). The fault files runs that serve
 // startSkill, one at a time, and kills the kubelet while it starts the
 // first container of each, the init container unpack-skill
 // (testdata/chaos-kubelet-at-start.sh), until a pod is lost that way. Such
@@ -47,11 +49,8 @@ const (
 
 // restartKubeletAtStart is the fault: it restarts the kubelet while a
 // sandbox's first container starts, until a pod is lost that way, and
-// returns the runs it filed. No other sandbox starts meanwhile: a pod with
-// no init container (its runner mounted from its image, and no skill) that
-// the kubelet loses while it starts the command container fails its run,
-// which cannot tell whether the command started; that is not the case
-// this fault is about.
+// returns the runs it filed. No other sandbox starts meanwhile, so the
+// restart hits only the pod the fault watches.
 func restartKubeletAtStart(t *testing.T, x *chaos, runs []*chaosRun) []*chaosRun {
 	t.Helper()
 	waitInCatalog(t, startSkill)
@@ -195,11 +194,12 @@ func sandboxPods(t *testing.T, run string) []corev1.Pod {
 }
 
 // commandStarted reports whether the pod's command container left
-// Waiting: it runs, or ran, or the kubelet lost it once it may have.
+// Waiting: it runs, or ran, or the kubelet lost it once it may have. One
+// the runtime could not start (StartError) never ran.
 func commandStarted(pod *corev1.Pod) bool {
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == sandbox.ContainerCommand {
-			return cs.State.Running != nil || cs.State.Terminated != nil
+			return cs.State.Running != nil || cs.State.Terminated != nil && cs.State.Terminated.Reason != "StartError"
 		}
 	}
 	return false
@@ -207,12 +207,13 @@ func commandStarted(pod *corev1.Pod) bool {
 
 // lostAtStart reports whether the pod failed before its command started:
 // an init container ended with an exit code other than 0 (the kubelet's
-// for a container it could not start, StartError, is 128).
+// for a container it could not start, StartError, is 128), or the runtime
+// could not start the command container.
 func lostAtStart(pod *corev1.Pod) bool {
 	if pod.Status.Phase != corev1.PodFailed || commandStarted(pod) {
 		return false
 	}
-	for _, cs := range pod.Status.InitContainerStatuses {
+	for _, cs := range slices.Concat(pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses) {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			return true
 		}

@@ -274,7 +274,7 @@ users:
 
 // run is what one run of the runner left behind.
 type run struct {
-	exitCode  int
+	exitCode  int    // the command's, from the result; else the runner's own
 	stdout    string // the command's, from the runner's result
 	stderr    string
 	runnerErr string // the runner's own stderr and failures
@@ -323,7 +323,9 @@ func (h *harness) runLine(t *testing.T, cd *caseDir, c *redteamCase, line, snaps
 		r.runnerErr += "\n" + err.Error()
 	}
 	if res, err := readResult(cd.result, stdout.Bytes()); err == nil {
-		r.stdout, r.stderr = res.Stdout, res.Stderr
+		// With a result file the runner exits 0 once it wrote the result,
+		// which holds the command's status.
+		r.stdout, r.stderr, r.exitCode = res.Stdout, res.Stderr, res.ExitCode
 	} else {
 		r.runnerErr += "\nno result: " + err.Error()
 	}
