@@ -76,12 +76,14 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-identity",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-records",
+		"ValidatingAdmissionPolicy/kubeskills-sandbox-jobs",
 		"ValidatingAdmissionPolicy/kubeskills-skill-sources",
 		"ValidatingAdmissionPolicyBinding/kubeskills-agent-references",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandpolicy-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-agent",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-records",
+		"ValidatingAdmissionPolicyBinding/kubeskills-sandbox-jobs",
 		"ValidatingAdmissionPolicyBinding/kubeskills-skill-sources",
 	}
 	if got := kindNames(objs); !slices.Equal(got, want) {
@@ -132,6 +134,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 	checkSynced(t, objs, "config/admission/agent-references.yaml")
 	checkSynced(t, objs, "config/admission/commandpolicy-identity.yaml")
 	checkSynced(t, objs, "config/admission/skill-sources.yaml")
+	checkSynced(t, objs, "config/admission/sandbox-jobs.yaml")
 	checkMetricsService(t, objs, d, 8443)
 }
 

@@ -32,6 +32,7 @@ var admissionPolicies = []string{
 	"kubeskills-commandrun-agent",
 	"kubeskills-commandrun-identity",
 	"kubeskills-commandrun-records",
+	"kubeskills-sandbox-jobs",
 	"kubeskills-skill-sources",
 }
 
