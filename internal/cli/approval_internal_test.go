@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -10,13 +9,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fieldpath "k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 )
@@ -150,67 +146,5 @@ func TestExplain(t *testing.T) {
 		if got := o.explain(tc.err, key).Error(); !strings.Contains(got, tc.want) || strings.Contains(got, "\n") {
 			t.Errorf("explain(%v) = %q, want %q", tc.err, got, tc.want)
 		}
-	}
-}
-
-// TestSetApprovalPrecondition: when another approver decides between the
-// read and the patch, the patch fails on the resourceVersion, the run is
-// read again, and the second decision is refused naming the first approver.
-func TestSetApprovalPrecondition(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := skillsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	run := testRun("agents", "r", "kubectl drain node-1", skillsv1.PhaseAwaitingApproval, time.Minute)
-	key := client.ObjectKey{Namespace: "agents", Name: "r"}
-	patches := 0
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(&run).WithInterceptorFuncs(interceptor.Funcs{
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			patches++
-			if patches == 1 {
-				// Erin decides first.
-				other := &skillsv1.CommandRun{}
-				if err := c.Get(ctx, key, other); err != nil {
-					return err
-				}
-				other.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Denied, Approver: "erin"}
-				if err := c.Update(ctx, other); err != nil {
-					return err
-				}
-			}
-			return c.Patch(ctx, obj, patch, opts...)
-		},
-	}).Build()
-
-	_, err := setApproval(context.Background(), c, key, &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice"}, nil)
-	var decided *alreadyDecidedError
-	if !errors.As(err, &decided) || decided.approval.Approver != "erin" || patches != 1 {
-		t.Fatalf("error %v after %d patches, want already decided by erin after 1", err, patches)
-	}
-	got := &skillsv1.CommandRun{}
-	if err := c.Get(context.Background(), key, got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Spec.Approval.Approver != "erin" {
-		t.Errorf("approval %+v, want erin's", got.Spec.Approval)
-	}
-
-	// Without a race, the patch appends the approval, with its time.
-	fresh := testRun("agents", "s", "kubectl drain node-2", skillsv1.PhaseAwaitingApproval, time.Minute)
-	c = fake.NewClientBuilder().WithScheme(scheme).WithObjects(&fresh).Build()
-	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "ok"}
-	if _, err := setApproval(context.Background(), c, client.ObjectKeyFromObject(&fresh), &want, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Get(context.Background(), client.ObjectKeyFromObject(&fresh), got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Spec.Approvals) != 1 || got.Spec.Approvals[0].Time == nil {
-		t.Fatalf("approvals %+v, want one entry with its time", got.Spec.Approvals)
-	}
-	entry := got.Spec.Approvals[0]
-	entry.Time = nil
-	if entry != want {
-		t.Errorf("approval %+v, want %+v", entry, want)
 	}
 }

@@ -305,7 +305,7 @@ func unprivilegedRunner(t *testing.T, exe string) *exec.Cmd {
 			continue
 		}
 		if st, err := os.Stat(d); err != nil || st.Mode().Perm()&0o001 == 0 {
-			t.Skipf("nobody cannot reach %s, the test's temporary folder", base)
+			t.Fatalf("nobody cannot reach %s, the test's temporary folder: set TMPDIR to a folder every user may enter", base)
 		}
 	}
 	bin, work := filepath.Join(base, "bin"), filepath.Join(base, "work")
