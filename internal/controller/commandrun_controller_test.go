@@ -77,6 +77,17 @@ func finishJob(t *testing.T, ns, name string, res *runner.Result, deadlineExceed
 	NewWithT(t).Expect(operator.FinishJob(context.Background(), k8s, ns, name, res, deadlineExceeded)).To(Succeed())
 }
 
+// startedRun creates a run of command, waits until its Job is created and
+// starts its pod, as the kubelet would, running the command.
+func startedRun(t *testing.T, ns, name, command string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(k8s.Create(ctx, newRun(ns, name, command))).To(Succeed())
+	waitPhase(t, ns, name, skillsv1.PhaseRunning)
+	g.Expect(operator.StartPod(ctx, k8s, ns, name)).To(Succeed())
+}
+
 // jobs lists the Jobs of a run.
 func jobs(g Gomega, ns, run string) []batchv1.Job {
 	var list batchv1.JobList

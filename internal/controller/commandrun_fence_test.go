@@ -117,9 +117,7 @@ func TestChangedEgressMakesANewFenceAndTheOldStaysWhileItsPodRuns(t *testing.T) 
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
-	g.Expect(k8s.Create(ctx, newRun(ns, "before", "echo before"))).To(Succeed())
-	waitPhase(t, ns, "before", skillsv1.PhaseRunning)
-	g.Expect(operator.StartPod(ctx, k8s, ns, "before")).To(Succeed())
+	startedRun(t, ns, "before", "echo before")
 	old := podFence(g, ns, &jobs(g, ns, "before")[0], "ops")
 
 	pol := &skillsv1.CommandPolicy{}
@@ -157,9 +155,7 @@ func TestDeletedAgentsFencesStayWhileItsSandboxesRun(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
-	g.Expect(k8s.Create(ctx, newRun(ns, "orphan", "echo orphan"))).To(Succeed())
-	waitPhase(t, ns, "orphan", skillsv1.PhaseRunning)
-	g.Expect(operator.StartPod(ctx, k8s, ns, "orphan")).To(Succeed())
+	startedRun(t, ns, "orphan", "echo orphan")
 	fenced := fenceNames(g, ns, "ops")
 	g.Expect(fenced).To(HaveLen(2))
 

@@ -241,9 +241,7 @@ func TestPodStoppedByAFailingJobWaitsForTheJob(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
-	g.Expect(k8s.Create(ctx, newRun(ns, "deadline", "echo slow"))).To(Succeed())
-	waitPhase(t, ns, "deadline", skillsv1.PhaseRunning)
-	g.Expect(operator.StartPod(ctx, k8s, ns, "deadline")).To(Succeed())
+	startedRun(t, ns, "deadline", "echo slow")
 	job := &batchv1.Job{}
 	g.Expect(k8s.Get(ctx, keyOf(ns, "deadline"), job)).To(Succeed())
 	now := metav1.Now()
@@ -303,9 +301,7 @@ func TestCommandContainerThatNeverStartedHoldsNoResult(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
-	g.Expect(k8s.Create(ctx, newRun(ns, "second-pod", "echo hi"))).To(Succeed())
-	waitPhase(t, ns, "second-pod", skillsv1.PhaseRunning)
-	g.Expect(operator.StartPod(ctx, k8s, ns, "second-pod")).To(Succeed())
+	startedRun(t, ns, "second-pod", "echo hi")
 	first := jobPod(g, ns, "second-pod")
 	g.Expect(startError(ctx, first)).To(Succeed())
 
@@ -348,9 +344,7 @@ func TestCommandContainerThatNeverStartedEndsTheRun(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := commandSetup(t, nil)
-	g.Expect(k8s.Create(ctx, newRun(ns, "no-start", "echo hi"))).To(Succeed())
-	waitPhase(t, ns, "no-start", skillsv1.PhaseRunning)
-	g.Expect(operator.StartPod(ctx, k8s, ns, "no-start")).To(Succeed())
+	startedRun(t, ns, "no-start", "echo hi")
 	g.Expect(startError(ctx, jobPod(g, ns, "no-start"))).To(Succeed())
 	g.Expect(operatortest.EndJob(ctx, k8s, ns, "no-start", nil, false)).To(Succeed())
 
