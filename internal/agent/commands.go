@@ -208,7 +208,7 @@ func (c *commander) watch(ctx context.Context, run *skillsv1.CommandRun, wt wait
 			return false, nil
 		}
 		last = next
-		if next.Status.Phase.Terminal() {
+		if next.Status.Phase.Terminal() || startBlocked(next) != nil {
 			return true, nil
 		}
 		lim.see(next)
@@ -235,6 +235,9 @@ func (c *commander) watch(ctx context.Context, run *skillsv1.CommandRun, wt wait
 	case err == nil && deleted:
 		return gone(run), nil
 	case err == nil:
+		if stalled := startBlocked(last); stalled != nil {
+			return cannotStart(last, stalled), nil
+		}
 		return finished(last), nil
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("failed to wait for CommandRun %s: %w", run.Name, ctx.Err())
@@ -360,6 +363,28 @@ func pending(run *skillsv1.CommandRun, wait time.Duration) *CommandResult {
 	}
 	return &CommandResult{Phase: string(phase), Run: run.Name, Decision: decision(run),
 		Message: fmt.Sprintf("still %s after %s; the run goes on: call command_status with run %q to wait for it again", phase, wait, run.Name)}
+}
+
+// startBlocked returns the Stalled condition of a run that has not ended:
+// the operator sets it, with the pod's own reason, while the run's sandbox
+// cannot start the command (no node fits, an image it cannot pull). nil
+// when there is none.
+func startBlocked(run *skillsv1.CommandRun) *metav1.Condition {
+	if run.Status.Phase.Terminal() {
+		return nil
+	}
+	if c := apimeta.FindStatusCondition(run.Status.Conditions, skillsv1.StalledCondition); c != nil && c.Status == metav1.ConditionTrue {
+		return c
+	}
+	return nil
+}
+
+// cannotStart reports, at once, a run whose sandbox cannot start the
+// command, with why; the wait would only run out.
+func cannotStart(run *skillsv1.CommandRun, stalled *metav1.Condition) *CommandResult {
+	return &CommandResult{Phase: string(run.Status.Phase), Run: run.Name, Decision: decision(run),
+		Message: fmt.Sprintf("not started: %s. The run goes on and starts once that is resolved: call command_status with run %q "+
+			"to wait for it again", strings.TrimSuffix(stalled.Message, "."), run.Name)}
 }
 
 // gone reports a run deleted before it ended.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -16,6 +17,7 @@ import (
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/agent"
 	"github.com/kubeskills/kubeskills/internal/runner"
+	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
 // expiringWatches is a client whose first watches of CommandRuns end as
@@ -115,4 +117,36 @@ func TestCommandWaitEndsForALongOrDeletedRun(t *testing.T) {
 	g.Expect(k8s.Delete(context.Background(), doomed)).To(Succeed())
 	g.Eventually(done, timeout).Should(Receive(WithTransform(func(b []byte) map[string]any { return toolResult(t, string(b)) },
 		HaveKeyWithValue("phase", "Deleted"))))
+}
+
+// TestCommandThatCannotStartIsReportedAtOnce: when the run's sandbox cannot
+// start (the scheduler finds no node for its pod), the command comes back
+// within seconds, not after the command wait, saying why, with the run's
+// name to wait on once that is resolved.
+func TestCommandThatCannotStartIsReportedAtOnce(t *testing.T) {
+	g := NewWithT(t)
+	f, _ := commandFixture(t, nil, func(c *agent.Config) { c.CommandWait = time.Hour })
+
+	done := make(chan []byte, 1)
+	go func() {
+		_, body := f.do(t, http.MethodPost, "/v1/commands", f.token, map[string]string{"command": "echo stuck"})
+		done <- body
+	}()
+	run := waitRun(t, f.ns, "echo stuck", skillsv1.PhaseRunning)
+	ctx := context.Background()
+	g.Expect(operator.StartPod(ctx, k8s, f.ns, run.Name)).To(Succeed())
+	var pods corev1.PodList
+	g.Expect(k8s.List(ctx, &pods, client.InNamespace(f.ns), client.MatchingLabels{sandbox.LabelCommandRun: run.Name})).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(1))
+	pod := &pods.Items[0]
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available: 1 Insufficient cpu."}}}
+	g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
+
+	var body []byte
+	g.Eventually(done, timeout).Should(Receive(&body))
+	g.Expect(toolResult(t, string(body))).To(And(HaveKeyWithValue("phase", "Running"), HaveKeyWithValue("run", run.Name),
+		HaveKeyWithValue("message", "not started: The sandbox of Job "+run.Name+" cannot start the command: Unschedulable: "+
+			"0/1 nodes are available: 1 Insufficient cpu. The run goes on and starts once that is resolved: "+
+			"call command_status with run \""+run.Name+"\" to wait for it again")))
 }

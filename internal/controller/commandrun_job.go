@@ -82,6 +82,14 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, p *runPass) (followi
 		res, err = r.Results.Ended(ctx, job)
 	}
 	if res == nil && err == nil {
+		block, err := r.jobStartBlock(ctx, job)
+		if err != nil {
+			return true, 0, err
+		}
+		if block != nil {
+			blockRun(run, job.Name, block, r.now())
+			return true, 0, nil
+		}
 		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in Job %s", job.Name), r.now())
 		return true, 0, nil
 	}

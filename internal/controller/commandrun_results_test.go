@@ -352,3 +352,58 @@ func TestCommandContainerThatNeverStartedEndsTheRun(t *testing.T) {
 	g.Expect(done.Status.Result.Message).To(Equal("the sandbox pod ended without running the command: its command container never started: " +
 		"failed to create containerd task: failed to create shim task: context canceled"))
 }
+
+// TestRunSaysWhyItsSandboxCannotStart: while the scheduler finds no node
+// for the sandbox pod, or the kubelet cannot pull its image, the run, still
+// Running, says so at once: Stalled, with the pod's own reason and message.
+// Once the pod gets past it, Stalled goes, and the run ends as its command
+// does.
+func TestRunSaysWhyItsSandboxCannotStart(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, nil)
+	startedRun(t, ns, "blocked", "echo hi")
+	pod := jobPod(g, ns, "blocked")
+	stalled := func(reason, msg string) {
+		t.Helper()
+		g.Eventually(func(g Gomega) {
+			run := &skillsv1.CommandRun{}
+			g.Expect(k8s.Get(ctx, keyOf(ns, "blocked"), run)).To(Succeed())
+			g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseRunning))
+			c := condition(run.Status.Conditions, skillsv1.StalledCondition)
+			g.Expect(c).NotTo(BeNil(), "no Stalled condition")
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.Reason).To(Equal(reason))
+			g.Expect(c.Message).To(Equal("The sandbox of Job blocked cannot start the command: " + reason + ": " + msg))
+			g.Expect(c.ObservedGeneration).To(Equal(run.Generation))
+			g.Expect(runMessage(run)).To(Equal(c.Message))
+			g.Expect(condition(run.Status.Conditions, skillsv1.ReconcilingCondition).Status).To(Equal(metav1.ConditionTrue))
+		}, timeout, interval).Should(Succeed())
+	}
+
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available: 1 Insufficient cpu."}}}
+	g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
+	stalled("Unschedulable", "0/1 nodes are available: 1 Insufficient cpu.")
+
+	pod.Status = corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: sandbox.ContainerCommand, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason: "ImagePullBackOff", Message: `Back-off pulling image "toolbox:nope"`}}}}}
+	g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
+	stalled("ImagePullBackOff", `container "command": Back-off pulling image "toolbox:nope"`)
+
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
+	pod.Status.Phase = corev1.PodRunning
+	g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		run := &skillsv1.CommandRun{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, "blocked"), run)).To(Succeed())
+		g.Expect(condition(run.Status.Conditions, skillsv1.StalledCondition)).To(BeNil())
+		g.Expect(runMessage(run)).To(Equal("Running in Job blocked"))
+	}, timeout, interval).Should(Succeed())
+
+	g.Expect(operator.EndPod(ctx, k8s, ns, "blocked", &runner.Result{Stdout: "hi\n"})).To(Succeed())
+	done := waitPhase(t, ns, "blocked", skillsv1.PhaseSucceeded)
+	g.Expect(condition(done.Status.Conditions, skillsv1.StalledCondition)).To(BeNil())
+}

@@ -23,7 +23,9 @@ const shortCommandRunes = 60
 // read: Reconciling while the run is pending, awaiting approval or running
 // (InProgress); Ready once it succeeded (Current); Stalled, with Ready
 // False, once it failed, timed out, was denied or expired (Failed). Every
-// condition has the phase as its reason and the same message.
+// condition has the phase as its reason and the same message, but Stalled
+// on a run still Running (blockRun): it has the reason its sandbox cannot
+// start.
 //
 // The setters below are pure: they change only the run they are given, and
 // now, the caller's clock, stamps what they record (completionTime, a
@@ -59,6 +61,16 @@ func endRun(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string, now t
 	}
 	setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionFalse, string(phase), msg, now)
 	markStalled(conds, run.Generation, string(phase), msg, now)
+}
+
+// blockRun records that the run's sandbox, of Job job, cannot start its
+// command for now: the run is still Running and Reconciling, and Stalled
+// is True with the pod's own reason and message, until the block goes
+// (the next setRunPhase removes it) or the Job's deadline ends the run.
+func blockRun(run *skillsv1.CommandRun, job string, b *startBlock, now time.Time) {
+	msg := fmt.Sprintf("The sandbox of Job %s cannot start the command: %s: %s", job, b.Reason, b.Message)
+	setRunPhase(run, skillsv1.PhaseRunning, msg, now)
+	setCondition(&run.Status.Conditions, run.Generation, skillsv1.StalledCondition, metav1.ConditionTrue, b.Reason, msg, now)
 }
 
 // denyRun records a Never decision and ends the run as Denied.

@@ -403,3 +403,41 @@ func TestShortCommand(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockedRunReadsInProgress: a run whose sandbox cannot start stays
+// Running, Stalled with the pod's reason, and still reads as work in
+// progress to kstatus and Argo CD, with the block as its message, as
+// docs/commandrun.md says.
+func TestBlockedRunReadsInProgress(t *testing.T) {
+	run := runInPhase(skillsv1.PhaseRunning, "Running in Job ops-1")
+	blockRun(run, "ops-1", &startBlock{Reason: "Unschedulable", Message: "0/1 nodes are available."}, time.Now())
+	const msg = "The sandbox of Job ops-1 cannot start the command: Unschedulable: 0/1 nodes are available."
+	if c := findCond(run.Status.Conditions, skillsv1.StalledCondition); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Unschedulable" || c.Message != msg {
+		t.Errorf("Stalled = %+v, want True, Unschedulable, %q", c, msg)
+	}
+	if c := findCond(run.Status.Conditions, skillsv1.ReconcilingCondition); c == nil || c.Status != metav1.ConditionTrue || c.Message != msg {
+		t.Errorf("Reconciling = %+v, want True with the block's message", c)
+	}
+	if got := kstatusOf(t, run); got != "InProgress" {
+		t.Errorf("kstatus: got %s, want InProgress", got)
+	}
+	script, err := os.ReadFile(filepath.Join(health.KindDir(repoRoot, "CommandRun"), health.ScriptFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := health.Check(context.Background(), script, content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs.Status != "Progressing" || hs.Message != msg {
+		t.Errorf("Argo CD: got %s %q, want Progressing with the block's message", hs.Status, hs.Message)
+	}
+	setRunPhase(run, skillsv1.PhaseRunning, "Running in Job ops-1", time.Now())
+	if c := findCond(run.Status.Conditions, skillsv1.StalledCondition); c != nil {
+		t.Errorf("Stalled stayed once the block went: %+v", c)
+	}
+}

@@ -55,16 +55,17 @@ func (r *CommandRunReconciler) watchPins(b *builder.Builder) *builder.Builder {
 
 // watchPods has a run reconciled when its sandbox pod ends: its result is
 // there, and the Job controller marks the Job finished only up to a second
-// later.
+// later. It is reconciled too when what keeps the pod from starting its
+// command changes (podStartBlock), so the run says why at once.
 func watchPods(b *builder.Builder) *builder.Builder {
-	endedNow := predicate.Funcs{
+	endedOrBlocked := predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			before, ok1 := e.ObjectOld.(*corev1.Pod)
 			after, ok2 := e.ObjectNew.(*corev1.Pod)
-			return ok1 && ok2 && !podEnded(before) && podEnded(after)
+			return ok1 && ok2 && (!podEnded(before) && podEnded(after) || !sameStartBlock(before, after))
 		},
 	}
 	runOf := func(_ context.Context, o client.Object) []reconcile.Request {
@@ -74,7 +75,7 @@ func watchPods(b *builder.Builder) *builder.Builder {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	}
-	return b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(runOf), builder.WithPredicates(endedNow))
+	return b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(runOf), builder.WithPredicates(endedOrBlocked))
 }
 
 // runsPinnedTo maps an object of a kind to the waiting runs pinned to it.
