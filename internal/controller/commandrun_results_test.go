@@ -407,3 +407,39 @@ func TestRunSaysWhyItsSandboxCannotStart(t *testing.T) {
 	done := waitPhase(t, ns, "blocked", skillsv1.PhaseSucceeded)
 	g.Expect(condition(done.Status.Conditions, skillsv1.StalledCondition)).To(BeNil())
 }
+
+// TestRunSaysWhyItsJobHasNoPod: when the Job controller cannot create the
+// sandbox's pod (a ResourceQuota refuses it), it records a FailedCreate
+// Event on the Job, as here; the run, still Running, says so at once.
+func TestRunSaysWhyItsJobHasNoPod(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := commandSetup(t, nil)
+	g.Expect(k8s.Create(ctx, newRun(ns, "quota", "echo hi"))).To(Succeed())
+	waitPhase(t, ns, "quota", skillsv1.PhaseRunning)
+	job := &jobs(g, ns, "quota")[0]
+	const refusal = `Error creating: pods "quota-x7k2p" is forbidden: exceeded quota: sandboxes, requested: pods=1, used: pods=4, limited: pods=4`
+	now := metav1.Now()
+	g.Expect(k8s.Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: ns, Name: "quota.1"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Job", APIVersion: "batch/v1", Namespace: ns, Name: job.Name, UID: job.UID},
+		Reason:         "FailedCreate", Message: refusal, Type: corev1.EventTypeWarning,
+		Source: corev1.EventSource{Component: "job-controller"}, FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	})).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		run := &skillsv1.CommandRun{}
+		g.Expect(k8s.Get(ctx, keyOf(ns, "quota"), run)).To(Succeed())
+		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseRunning))
+		c := condition(run.Status.Conditions, skillsv1.StalledCondition)
+		g.Expect(c).NotTo(BeNil(), "no Stalled condition")
+		g.Expect(c.Reason).To(Equal("FailedCreate"))
+		g.Expect(c.Message).To(Equal("The sandbox of Job quota cannot start the command: FailedCreate: " + refusal))
+	}, timeout, interval).Should(Succeed())
+
+	// The quota is raised: the Job controller makes the pod, which runs.
+	g.Expect(operator.StartPod(ctx, k8s, ns, "quota")).To(Succeed())
+	g.Expect(operator.EndPod(ctx, k8s, ns, "quota", &runner.Result{Stdout: "hi\n"})).To(Succeed())
+	done := waitPhase(t, ns, "quota", skillsv1.PhaseSucceeded)
+	g.Expect(condition(done.Status.Conditions, skillsv1.StalledCondition)).To(BeNil())
+}

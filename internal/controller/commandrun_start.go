@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // startBlock is what keeps a sandbox from starting its command: the
@@ -53,8 +56,21 @@ func sameStartBlock(a, b *corev1.Pod) bool {
 	return x == nil && y == nil || x != nil && y != nil && *x == *y
 }
 
+// reasonFailedCreate is the reason of the Event the Job controller records
+// on a Job whose pod it could not create: a ResourceQuota, a LimitRange or
+// an admission webhook refused it.
+const reasonFailedCreate = "FailedCreate"
+
+// FailedCreateEvents selects the Events the operator caches: the Job
+// controller's FailedCreate on a Job, and nothing else.
+func FailedCreateEvents() fields.Selector {
+	return fields.SelectorFromSet(fields.Set{"involvedObject.kind": "Job", "reason": reasonFailedCreate})
+}
+
 // jobStartBlock says what keeps the running Job's sandbox from starting
-// its command, from its pods in the cache: nil when nothing does.
+// its command: what its pods in the cache show, or, while it has none, the
+// latest FailedCreate Event of the Job controller on it. nil when nothing
+// does.
 func (r *CommandRunReconciler) jobStartBlock(ctx context.Context, job *batchv1.Job) (*startBlock, error) {
 	pods, err := jobPods(ctx, r.Client, job)
 	if err != nil {
@@ -65,5 +81,33 @@ func (r *CommandRunReconciler) jobStartBlock(ctx context.Context, job *batchv1.J
 			return b, nil
 		}
 	}
-	return nil, nil
+	if len(pods) > 0 {
+		return nil, nil
+	}
+	var events corev1.EventList
+	if err := r.List(ctx, &events, client.InNamespace(job.Namespace)); err != nil {
+		return nil, fmt.Errorf("failed to list the Events of Job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	var latest *corev1.Event
+	for i := range events.Items {
+		ev := &events.Items[i]
+		if ev.InvolvedObject.UID == job.UID && ev.Reason == reasonFailedCreate && (latest == nil || eventTime(ev).After(eventTime(latest))) {
+			latest = ev
+		}
+	}
+	if latest == nil {
+		return nil, nil
+	}
+	return &startBlock{Reason: latest.Reason, Message: latest.Message}, nil
+}
+
+// eventTime is when an Event last happened.
+func eventTime(ev *corev1.Event) time.Time {
+	switch {
+	case !ev.LastTimestamp.IsZero():
+		return ev.LastTimestamp.Time
+	case !ev.EventTime.IsZero():
+		return ev.EventTime.Time
+	}
+	return ev.CreationTimestamp.Time
 }

@@ -56,7 +56,8 @@ func (r *CommandRunReconciler) watchPins(b *builder.Builder) *builder.Builder {
 // watchPods has a run reconciled when its sandbox pod ends: its result is
 // there, and the Job controller marks the Job finished only up to a second
 // later. It is reconciled too when what keeps the pod from starting its
-// command changes (podStartBlock), so the run says why at once.
+// command changes (podStartBlock), or the Job controller could not create
+// the pod (a FailedCreate Event), so the run says why at once.
 func watchPods(b *builder.Builder) *builder.Builder {
 	endedOrBlocked := predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
@@ -75,7 +76,19 @@ func watchPods(b *builder.Builder) *builder.Builder {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	}
-	return b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(runOf), builder.WithPredicates(endedOrBlocked))
+	return b.Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(runOf), builder.WithPredicates(endedOrBlocked)).
+		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(jobRunOf))
+}
+
+// jobRunOf maps an Event the cache holds (FailedCreateEvents) to the run of
+// the Job it is about: a sandbox Job is named after its run. An Event on
+// another Job maps to a run that does not exist, which costs a cache read.
+func jobRunOf(_ context.Context, o client.Object) []reconcile.Request {
+	ev, ok := o.(*corev1.Event)
+	if !ok || ev.InvolvedObject.Kind != "Job" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ev.InvolvedObject.Namespace, Name: ev.InvolvedObject.Name}}}
 }
 
 // runsPinnedTo maps an object of a kind to the waiting runs pinned to it.

@@ -170,6 +170,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 //     RoleBindings, Services and Secrets:
 //     app.kubernetes.io/managed-by=kubeskills.
 //
+// Of Events it holds only the Job controller's FailedCreate on Jobs
+// (controller.FailedCreateEvents): rare, and what says why a sandbox Job
+// has no pod (a quota refused it).
+//
 // Every object the operator makes has carried these labels since it was
 // first made, so the cache finds the objects of earlier versions too. An
 // object the operator does not own (the ServiceAccount a policy names, a
@@ -198,6 +202,7 @@ func cacheScopes() (map[client.Object]cache.ByObject, error) {
 		&rbacv1.RoleBinding{}:         {Label: owned},
 		&corev1.Service{}:             {Label: owned},
 		&corev1.Secret{}:              {Label: owned},
+		&corev1.Event{}:               {Field: controller.FailedCreateEvents()},
 	}, nil
 }
 
