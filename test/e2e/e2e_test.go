@@ -113,6 +113,7 @@ func TestEndToEnd(t *testing.T) {
 		{"5b two approvers of two, end to end", twoOfTwo},
 		{"5c a program the approved line starts is judged in the sandbox", childJudged},
 		{"6 timeout truncation and separate streams", limits},
+		{"6b a quota refuses the sandbox: the run says why at once", quotaRefusesTheSandbox},
 		{"7 sandbox is locked down", lockedDown},
 		{"8 skill edits reach the running agent", skillEdits},
 		{"9 manager restart mid-run", managerRestart},
