@@ -146,6 +146,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return result, errors.Join(passErr, err)
 	}
 	r.recordTransition(read, run)
+	recordRunMetrics(read, run, r.now())
 	p.flush()
 	return result, passErr
 }

@@ -300,6 +300,9 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("failed to set up the CommandRun controller: %w", err)
 	}
+	if err := mgr.Add(controller.StateMetrics(mgr.GetCache())); err != nil {
+		return fmt.Errorf("failed to add the operator's gauges: %w", err)
+	}
 	agents := &controller.AgentReconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
