@@ -244,6 +244,24 @@ scan:
 	return rows
 }
 
+// argoHealth is the health Argo CD's check for CommandRuns gives run.
+func argoHealth(t *testing.T, run *skillsv1.CommandRun) health.Status {
+	t.Helper()
+	script, err := os.ReadFile(filepath.Join(health.KindDir(repoRoot, "CommandRun"), health.ScriptFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := health.Check(context.Background(), script, content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs
+}
+
 // TestRunConditionsMatchDocs reads the Conditions table of
 // docs/commandrun.md and checks each row against the setters: the four
 // conditions of each phase it lists, kstatus's reading of them and Argo
@@ -251,10 +269,6 @@ scan:
 // same message; and every phase has a row.
 func TestRunConditionsMatchDocs(t *testing.T) {
 	rows := docTable(t, filepath.Join(repoRoot, "docs", "commandrun.md"), "### Conditions")
-	script, err := os.ReadFile(filepath.Join(health.KindDir(repoRoot, "CommandRun"), health.ScriptFile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	types := []string{skillsv1.SucceededCondition, skillsv1.ReadyCondition, skillsv1.ReconcilingCondition, skillsv1.StalledCondition}
 	documented := map[skillsv1.RunPhase]bool{}
 	for _, row := range rows {
@@ -285,15 +299,7 @@ func TestRunConditionsMatchDocs(t *testing.T) {
 				if got := kstatusOf(t, run); got != row[5] {
 					t.Errorf("kstatus: got %s, the docs say %s", got, row[5])
 				}
-				content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(run)
-				if err != nil {
-					t.Fatal(err)
-				}
-				hs, err := health.Check(context.Background(), script, content)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if hs.Status != row[6] {
+				if hs := argoHealth(t, run); hs.Status != row[6] {
 					t.Errorf("Argo CD: got %s, the docs say %s", hs.Status, row[6])
 				}
 			})
@@ -421,19 +427,7 @@ func TestBlockedRunReadsInProgress(t *testing.T) {
 	if got := kstatusOf(t, run); got != "InProgress" {
 		t.Errorf("kstatus: got %s, want InProgress", got)
 	}
-	script, err := os.ReadFile(filepath.Join(health.KindDir(repoRoot, "CommandRun"), health.ScriptFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs, err := health.Check(context.Background(), script, content)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hs.Status != "Progressing" || hs.Message != msg {
+	if hs := argoHealth(t, run); hs.Status != "Progressing" || hs.Message != msg {
 		t.Errorf("Argo CD: got %s %q, want Progressing with the block's message", hs.Status, hs.Message)
 	}
 	setRunPhase(run, skillsv1.PhaseRunning, "Running in Job ops-1", time.Now())
