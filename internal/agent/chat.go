@@ -70,6 +70,13 @@ var skillNamePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 // instead of filing them again. Any other chat is a new question and files
 // new runs, however like an earlier one it is.
 func (r *Runtime) Chat(ctx context.Context, messages []Message, attempt Attempt) (*Reply, error) {
+	reply, err := r.chat(ctx, messages, attempt)
+	r.metrics.chat(reply, err)
+	return reply, err
+}
+
+// chat is Chat, uncounted.
+func (r *Runtime) chat(ctx context.Context, messages []Message, attempt Attempt) (*Reply, error) {
 	s := &session{r: r, explicit: map[string]bool{}, retry: attempt.Retry}
 	if attempt.Key != "" {
 		s.conversation = conversationHash(attempt.Key, messages)

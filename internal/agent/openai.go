@@ -409,7 +409,11 @@ func (m *model) complete(ctx context.Context, messages []openai.ChatCompletionMe
 	}
 	start := time.Now()
 	completion, err := m.client.Chat.Completions.New(ctx, params)
-	m.metrics.modelCall(start, err)
+	var usage *openai.CompletionUsage
+	if err == nil {
+		usage = &completion.Usage
+	}
+	m.metrics.modelCall(start, m.cfg.Name, usage, err)
 	if err != nil {
 		return nil, &ModelError{err: err}
 	}

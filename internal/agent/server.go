@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/openai/openai-go/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -393,6 +395,24 @@ const (
 	// MetricModelLatency is the latency of model calls, retries included,
 	// by outcome (ok, error).
 	MetricModelLatency = "kubeskills_agent_model_request_duration_seconds"
+	// MetricChats counts chats by outcome: answered, tool_call_limit (the
+	// answer says the limit stopped it), model_error, error.
+	MetricChats = "kubeskills_agent_chats_total"
+	// MetricTokenUsage is the OpenTelemetry GenAI metric
+	// gen_ai.client.token.usage (semantic conventions v1.41.0, status
+	// Development), in Prometheus's naming: the tokens of each model call,
+	// by gen_ai.token.type (input, output).
+	MetricTokenUsage = "gen_ai_client_token_usage"
+	// MetricOperationDuration is the GenAI metric
+	// gen_ai.client.operation.duration, in seconds: each model call, with
+	// error.type set when it failed.
+	MetricOperationDuration = "gen_ai_client_operation_duration_seconds"
+)
+
+// Attribute values of the GenAI metrics (semantic conventions v1.41.0).
+const (
+	genAIOperationChat  = "chat"
+	genAIProviderOpenAI = "openai"
 )
 
 // metrics are the runtime's Prometheus metrics, in a registry of their own
@@ -403,7 +423,14 @@ type metrics struct {
 	tools    *prometheus.CounterVec
 	commands *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	chats    *prometheus.CounterVec
+	tokens   *prometheus.HistogramVec
+	duration *prometheus.HistogramVec
 }
+
+// genAILabels are the labels of the GenAI metrics: the conventions'
+// attributes, dots made underscores.
+var genAILabels = []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
 
 // newMetrics registers the runtime's metrics; catalog reloads and size are
 // read from skills when scraped.
@@ -424,6 +451,18 @@ func newMetrics(skills Skills) *metrics {
 			Help:    "Latency of model calls, retries included, by outcome.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160},
 		}, []string{"outcome"}),
+		chats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricChats, Help: "Chats answered or failed, by outcome.",
+		}, []string{"outcome"}),
+		// The buckets are the ones the conventions advise.
+		tokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: MetricTokenUsage, Help: "Tokens of each model call, by type (gen_ai.client.token.usage).",
+			Buckets: []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864},
+		}, append(slices.Clone(genAILabels), "gen_ai_token_type")),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: MetricOperationDuration, Help: "Duration of each model call (gen_ai.client.operation.duration).",
+			Buckets: []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92},
+		}, append(slices.Clone(genAILabels), "error_type")),
 	}
 	reloads := func(result string, pick func(ok, failed int) int) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -439,7 +478,7 @@ func newMetrics(skills Skills) *metrics {
 		}
 		return 0
 	})
-	m.registry.MustRegister(m.requests, m.tools, m.commands, m.latency, size,
+	m.registry.MustRegister(m.requests, m.tools, m.commands, m.latency, m.chats, m.tokens, m.duration, size,
 		reloads("ok", func(ok, _ int) int { return ok }),
 		reloads("failed", func(_, failed int) int { return failed }))
 	return m
@@ -454,12 +493,39 @@ func (m *metrics) toolCall(tool string) { m.tools.WithLabelValues(tool).Inc() }
 
 func (m *metrics) command(phase string) { m.commands.WithLabelValues(phase).Inc() }
 
-func (m *metrics) modelCall(start time.Time, err error) {
-	outcome := "ok"
+// modelCall records one call of model that began at start: its latency,
+// and the GenAI metrics, with its usage when it answered.
+func (m *metrics) modelCall(start time.Time, model string, usage *openai.CompletionUsage, err error) {
+	took := time.Since(start).Seconds()
+	outcome, errorType := "ok", ""
 	if err != nil {
-		outcome = "error"
+		outcome, errorType = "error", "_OTHER"
+		var apiErr *openai.Error
+		if errors.As(err, &apiErr) {
+			errorType = strconv.Itoa(apiErr.StatusCode)
+		}
 	}
-	m.latency.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	m.latency.WithLabelValues(outcome).Observe(took)
+	m.duration.WithLabelValues(genAIOperationChat, genAIProviderOpenAI, model, errorType).Observe(took)
+	if usage != nil {
+		m.tokens.WithLabelValues(genAIOperationChat, genAIProviderOpenAI, model, "input").Observe(float64(usage.PromptTokens))
+		m.tokens.WithLabelValues(genAIOperationChat, genAIProviderOpenAI, model, "output").Observe(float64(usage.CompletionTokens))
+	}
+}
+
+// chat counts a chat by how it ended.
+func (m *metrics) chat(reply *Reply, err error) {
+	var modelErr *ModelError
+	outcome := "answered"
+	switch {
+	case errors.As(err, &modelErr):
+		outcome = "model_error"
+	case err != nil:
+		outcome = "error"
+	case reply.LimitReached:
+		outcome = "tool_call_limit"
+	}
+	m.chats.WithLabelValues(outcome).Inc()
 }
 
 func (m *metrics) request(path string, code int) {

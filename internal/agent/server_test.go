@@ -211,8 +211,9 @@ func TestSkillsAPI(t *testing.T) {
 	}
 }
 
-// TestMetrics: requests, tool calls, model latency and catalog reloads are
-// exported for Prometheus.
+// TestMetrics: requests, tool calls, chats, model latency, the GenAI
+// token and duration histograms and catalog reloads are exported for
+// Prometheus.
 func TestMetrics(t *testing.T) {
 	g := NewWithT(t)
 	f := newFixture(t, options{},
@@ -230,6 +231,10 @@ func TestMetrics(t *testing.T) {
 		`kubeskills_agent_catalog_reloads_total{result="ok"} 0`,
 		`kubeskills_agent_catalog_reloads_total{result="failed"} 0`,
 		`kubeskills_agent_catalog_skills 2`,
+		`kubeskills_agent_chats_total{outcome="answered"} 1`,
+		`gen_ai_client_operation_duration_seconds_count{error_type="",gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="test-model"} 2`,
+		`gen_ai_client_token_usage_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="test-model",gen_ai_token_type="input"} 2`,
+		`gen_ai_client_token_usage_count{gen_ai_operation_name="chat",gen_ai_provider_name="openai",gen_ai_request_model="test-model",gen_ai_token_type="output"} 2`,
 	} {
 		g.Expect(text).To(ContainSubstring(want))
 	}
