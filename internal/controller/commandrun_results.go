@@ -146,11 +146,6 @@ func jobPods(ctx context.Context, r client.Reader, job *batchv1.Job) ([]corev1.P
 	return pods, nil
 }
 
-// containerStartError is the reason the kubelet gives a container the
-// runtime failed to start (a kubelet restart during the start, say); its
-// termination message is the runtime's error.
-const containerStartError = "StartError"
-
 // fromPods reads the result of the first pod whose command container
 // ended after it started; false when none did.
 func (p *PodResultReader) fromPods(ctx context.Context, pods []corev1.Pod) (*runner.Result, bool, error) {
@@ -161,7 +156,7 @@ func (p *PodResultReader) fromPods(ctx context.Context, pods []corev1.Pod) (*run
 				continue
 			}
 			term := cs.State.Terminated
-			if term.Reason == containerStartError {
+			if term.Reason == sandbox.ReasonNotStarted {
 				// The runtime could not start the container: the runner never
 				// ran, and the message is the runtime's, not a result. The Job
 				// makes another pod (sandbox.PodFailurePolicy).
@@ -192,7 +187,7 @@ func neverRan(pod *corev1.Pod) string {
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if t := cs.State.Terminated; cs.Name == sandbox.ContainerCommand && t != nil && t.Reason == containerStartError {
+		if t := cs.State.Terminated; cs.Name == sandbox.ContainerCommand && t != nil && t.Reason == sandbox.ReasonNotStarted {
 			return "the sandbox pod ended without running the command: its command container never started: " + clip(t.Message, 512)
 		}
 	}

@@ -13,6 +13,10 @@ import (
 // command container that ended with it never ran the runner.
 const ExitNotStarted int32 = 128
 
+// ReasonNotStarted is the reason the kubelet gives such a container, with
+// the runtime's error as its termination message, not a result.
+const ReasonNotStarted = "StartError"
+
 // StartRetries is how many more pods a sandbox Job makes after pods that
 // failed before their command could start: one. Its backoffLimit, and
 // its podFailurePolicy (see PodFailurePolicy) counts only those failures;

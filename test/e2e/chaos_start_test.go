@@ -199,7 +199,7 @@ func sandboxPods(t *testing.T, run string) []corev1.Pod {
 func commandStarted(pod *corev1.Pod) bool {
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.Name == sandbox.ContainerCommand {
-			return cs.State.Running != nil || cs.State.Terminated != nil && cs.State.Terminated.Reason != "StartError"
+			return cs.State.Running != nil || cs.State.Terminated != nil && cs.State.Terminated.Reason != sandbox.ReasonNotStarted
 		}
 	}
 	return false
