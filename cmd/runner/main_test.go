@@ -2,10 +2,19 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,6 +250,165 @@ func TestRunnerForwardsSIGTERM(t *testing.T) {
 	}
 	res := readResult(t, resultFile, stdout.Bytes())
 	if res.ExitCode != want || res.Stdout != "stopping\n" || !strings.Contains(res.Error, "signal") {
+		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestReadySubcommand(t *testing.T) {
+	dir := t.TempDir()
+	readyFile := filepath.Join(dir, ".kubeskills-ready")
+	if err := os.WriteFile(readyFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		args     []string
+		exitCode int
+	}{
+		{name: "file exists", args: []string{readyFile}, exitCode: 0},
+		{name: "file missing", args: []string{filepath.Join(dir, "missing")}, exitCode: 1},
+		{name: "no file", args: nil, exitCode: runner.ExitRunnerFailure},
+		{name: "two files", args: []string{readyFile, readyFile}, exitCode: runner.ExitRunnerFailure},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(append([]string{"ready"}, tc.args...), &stdout, &stderr); code != tc.exitCode {
+				t.Errorf("exit code = %d, want %d (stderr %q)", code, tc.exitCode, stderr.String())
+			}
+			if stdout.Len() != 0 || (tc.exitCode == 0) != (stderr.Len() == 0) {
+				t.Errorf("stdout %q, stderr %q: want no output exactly on success", stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+// Flags of "runner serve" for the tests.
+var (
+	handoffSecret = "s3cret-handoff"
+	handoffSHA    = func() string {
+		sum := sha256.Sum256([]byte(handoffSecret))
+		return hex.EncodeToString(sum[:])
+	}()
+	serveFlags = []string{"--handoff-sha256=" + handoffSHA, "--policy-generation=2", "--skill-hash=h1",
+		"--idle-timeout=1m", "--max-timeout=1m"}
+)
+
+func TestServeUsageErrors(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		errorHas string
+	}{
+		{name: "no secret", args: []string{"--idle-timeout=1m", "--max-timeout=1m"}, errorHas: "--handoff-sha256 is required"},
+		{name: "secret not hashed", args: []string{"--handoff-sha256=" + handoffSecret, "--idle-timeout=1m", "--max-timeout=1m"},
+			errorHas: "64 hex digits"},
+		{name: "no idle timeout", args: []string{"--handoff-sha256=" + handoffSHA, "--max-timeout=1m"}, errorHas: "--idle-timeout"},
+		{name: "no maximum timeout", args: []string{"--handoff-sha256=" + handoffSHA, "--idle-timeout=1m"}, errorHas: "--max-timeout"},
+		{name: "negative policy generation", args: append(slices.Clone(serveFlags), "--policy-generation=-1"),
+			errorHas: "--policy-generation"},
+		{name: "zero grace", args: append(slices.Clone(serveFlags), "--grace=0s"), errorHas: "--grace"},
+		{name: "an argument", args: append(slices.Clone(serveFlags), "echo hi"), errorHas: "no arguments"},
+		{name: "address that cannot be listened on", args: append(slices.Clone(serveFlags), "--listen=256.0.0.1:1"), errorHas: "failed to listen"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resultFile := filepath.Join(t.TempDir(), "termination-log")
+			var stdout, stderr bytes.Buffer
+			if code := run(append([]string{"serve", "--result-file=" + resultFile}, tc.args...), &stdout, &stderr); code != 0 {
+				t.Errorf("exit code = %d, want 0 with the result written (stderr %q)", code, stderr.String())
+			}
+			res := readResult(t, resultFile, stdout.Bytes())
+			if !res.NoCommand || res.ExitCode != runner.ExitRunnerFailure || !strings.Contains(res.Error, tc.errorHas) {
+				t.Errorf("result = %+v, want no command and an error saying %q", res, tc.errorHas)
+			}
+			if !strings.Contains(stderr.String(), tc.errorHas) {
+				t.Errorf("stderr %q does not say %q", stderr.String(), tc.errorHas)
+			}
+		})
+	}
+	for _, args := range [][]string{{"--nope"}, {"--idle-timeout=soon"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"serve"}, args...), &stdout, &stderr); code != runner.ExitRunnerFailure || stderr.Len() == 0 {
+			t.Errorf("serve %q: exit code %d, stderr %q, want %d and the reason", args, code, stderr.String(), runner.ExitRunnerFailure)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"serve", "-h"}, &stdout, &stderr); code != 0 {
+		t.Errorf("serve -h: exit code %d", code)
+	}
+}
+
+// startServe starts the test binary as "runner serve" on a free port of
+// 127.0.0.1 and waits until it is ready. It returns the process, its
+// address, its result file and its stdout.
+func startServe(t *testing.T) (cmd *exec.Cmd, addr, resultFile string, stdout *bytes.Buffer) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	resultFile, readyFile := filepath.Join(dir, "termination-log"), filepath.Join(dir, ".kubeskills-ready")
+	args := append([]string{"serve", "--listen=" + addr, "--ready-file=" + readyFile, "--result-file=" + resultFile,
+		"--dir=" + dir, "--grace=500ms"}, serveFlags...)
+	cmd = runnerProcess(self, append(args, hostExecDirs...)...)
+	stdout = &bytes.Buffer{}
+	cmd.Stdout = stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	gomega.NewWithT(t).Eventually(func() int { return run([]string{"ready", readyFile}, io.Discard, io.Discard) },
+		10*time.Second, 5*time.Millisecond).Should(gomega.BeZero(), "runner serve did not get ready")
+	return cmd, addr, resultFile, stdout
+}
+
+func TestServeSubcommand(t *testing.T) {
+	cmd, addr, resultFile, stdout := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h := runner.Handoff{RunUID: "run-1", Command: "echo hi; exit 3",
+		Policy:        runner.PolicySnapshot{DefaultAction: policy.Always, Approved: true}.Encode(),
+		TimeoutMillis: 10_000, OutputLimit: 100, PolicyGeneration: 2, SkillHash: "h1"}
+	wrong := h
+	wrong.SkillHash = "h2"
+	if _, err := runner.HandOff(ctx, &http.Client{}, addr, handoffSecret, wrong, nil); !errors.Is(err, runner.ErrNotHandedOver) {
+		t.Errorf("handoff for another skill: %v, want ErrNotHandedOver", err)
+	}
+	res, err := runner.HandOff(ctx, &http.Client{}, addr, handoffSecret, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 3 || res.Stdout != "hi\n" || res.NoCommand {
+		t.Errorf("result = %+v", res)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("runner exit = %v, want 0 with the result written", err)
+	}
+	if written := readResult(t, resultFile, stdout.Bytes()); !reflect.DeepEqual(written, res) {
+		t.Errorf("result file holds %+v, the operator got %+v", written, res)
+	}
+}
+
+func TestServeStopsOnSIGTERMBeforeHandoff(t *testing.T) {
+	cmd, _, resultFile, stdout := startServe(t)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("runner exit = %v, want 0 with the result written", err)
+	}
+	res := readResult(t, resultFile, stdout.Bytes())
+	if !res.NoCommand || res.ExitCode != runner.ExitRunnerFailure || !strings.Contains(res.Error, "stopped by signal terminated") {
 		t.Errorf("result = %+v", res)
 	}
 }

@@ -72,6 +72,11 @@ type Result struct {
 	// stopped by a signal, or its output could not be read. Empty
 	// otherwise.
 	Error string `json:"error,omitempty"`
+	// NoCommand is true on the result of a warm sandbox's runner (Serve)
+	// that ended without ever taking a command: no command was handed over
+	// before its idle timeout, or a signal stopped it first. Nothing ran,
+	// so the run it was meant for may still run elsewhere.
+	NoCommand bool `json:"noCommand,omitempty"`
 
 	// LogSHA256 is set only on a summary returned by ParseTerminationMessage
 	// when the full result is in the log: pass it to ParseLog.

@@ -195,15 +195,8 @@ func Run(opts Options) *Result {
 			return failed(res, ExitRunnerFailure, err)
 		}
 	}
-	if o.Kubeconfig != "" {
-		if _, err := WriteKubeconfig(o.Kubeconfig, o.ServiceAccountDir, getenvFrom(o.Env)); err != nil {
-			return failed(res, ExitRunnerFailure, err)
-		}
-	}
-	if o.AwaitFence != "" {
-		if err := AwaitFence(o.AwaitFence, o.FenceWait); err != nil {
-			return failed(res, ExitRunnerFailure, err)
-		}
+	if err := prepareSandbox(o); err != nil {
+		return failed(res, ExitRunnerFailure, err)
 	}
 	p, err := startProcess(o, e)
 	if err != nil {
