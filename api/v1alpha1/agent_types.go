@@ -48,6 +48,30 @@ type AgentSpec struct {
 	// command_status.
 	// +optional
 	MCP *AgentMCP `json:"mcp,omitempty"`
+
+	// sandbox configures how the agent's commands get their sandboxes.
+	// +optional
+	Sandbox *AgentSandbox `json:"sandbox,omitempty"`
+}
+
+// AgentSandbox configures how an agent's commands get their sandboxes.
+type AgentSandbox struct {
+	// warm is how many sandboxes the operator keeps started for the agent,
+	// each waiting for exactly one command: its runner running, its fence
+	// in force and its kubeconfig written, as its policy says. A command
+	// the policy lets run is handed to one of them and answers without
+	// waiting for a pod to start; the pod ends with it and another takes
+	// its place. A command that finds none free, or that serves a skill,
+	// runs in a Job of its own, as with warm 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	Warm int32 `json:"warm,omitempty"`
+
+	// idleTimeout replaces a warm sandbox that waited this long without a
+	// command, and so the pod-bound token it holds. Default 10m.
+	// +optional
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
 }
 
 // AgentMCP configures an agent's MCP endpoint.
@@ -295,6 +319,11 @@ type AgentStatus struct {
 	// readyReplicas is the number of agent pods ready to serve.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// warmSandboxes counts the agent's warm sandboxes that wait for a
+	// command now (spec.sandbox.warm).
+	// +optional
+	WarmSandboxes int32 `json:"warmSandboxes,omitempty"`
 
 	// warnings are problems that do not stop the agent, such as a skill
 	// expecting tools its policy never allows.

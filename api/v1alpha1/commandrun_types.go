@@ -366,6 +366,13 @@ type CommandRunStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	JobName string `json:"jobName,omitempty"`
 
+	// warmPod names the warm sandbox pod the command is handed to (the
+	// Agent's spec.sandbox.warm), recorded before it is handed over; empty
+	// when it runs in a Job.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	WarmPod string `json:"warmPod,omitempty"`
+
 	// approvalDeadline is when a run awaiting approval expires.
 	// +optional
 	ApprovalDeadline *metav1.Time `json:"approvalDeadline,omitempty"`

@@ -57,7 +57,8 @@ func Job(p Params) *batchv1.Job {
 			meta.Annotations[AnnotationDecision] = string(b)
 		}
 	}
-	spec := podSpec(p, sb)
+	command := RunnerCommand(p.timeout(), outputLimit(sb), PolicySnapshot(p), p.Run.Spec.Command)
+	spec := podSpec(p, sb, command, ActiveDeadlineSeconds(p.timeout()))
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
 		ObjectMeta: meta,
@@ -109,8 +110,9 @@ func KeepAfterResult(job *batchv1.Job) (time.Duration, bool) {
 	return time.Duration(secs) * time.Second, true
 }
 
-// podSpec builds the sandbox pod.
-func podSpec(p Params, sb *skillsv1.Sandbox) corev1.PodSpec {
+// podSpec builds the sandbox pod whose command container runs command (a
+// runner command line) and which runs for at most deadline seconds.
+func podSpec(p Params, sb *skillsv1.Sandbox, command []string, deadline int64) corev1.PodSpec {
 	spec := corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
 		AutomountServiceAccountToken:  ptr.To(false),
@@ -128,7 +130,7 @@ func podSpec(p Params, sb *skillsv1.Sandbox) corev1.PodSpec {
 			emptyDir(volumeTmp, TmpVolumeSize),
 		},
 		InitContainers: []corev1.Container{installRunnerContainer(p.RunnerImage)},
-		Containers:     []corev1.Container{commandContainer(p, sb)},
+		Containers:     []corev1.Container{commandContainer(p, sb, command)},
 	}
 	if p.RunnerFromImage {
 		spec.Volumes[0] = corev1.Volume{
@@ -145,7 +147,7 @@ func podSpec(p Params, sb *skillsv1.Sandbox) corev1.PodSpec {
 		// command container mounts: automounting stays off, so the init
 		// containers never hold it.
 		spec.ServiceAccountName = sa
-		spec.Volumes = append(spec.Volumes, tokenVolume(TokenExpirationSeconds(ActiveDeadlineSeconds(p.timeout()))))
+		spec.Volumes = append(spec.Volumes, tokenVolume(TokenExpirationSeconds(deadline)))
 	}
 	if sb.RuntimeClassName != nil && *sb.RuntimeClassName != "" {
 		spec.RuntimeClassName = ptr.To(*sb.RuntimeClassName)
@@ -247,9 +249,9 @@ func unpackSkillContainer(image string, shards int, hash string) corev1.Containe
 	}
 }
 
-// commandContainer runs the command under the runner in the toolbox image.
-// Its termination message is the runner's result.
-func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
+// commandContainer runs the runner command line command in the toolbox
+// image. Its termination message is the runner's result.
+func commandContainer(p Params, sb *skillsv1.Sandbox, command []string) corev1.Container {
 	image := sb.Image
 	if image == "" {
 		image = p.DefaultImage
@@ -269,7 +271,7 @@ func commandContainer(p Params, sb *skillsv1.Sandbox) corev1.Container {
 		mounts = append(mounts, corev1.VolumeMount{Name: volumeSkill, MountPath: SkillDir, ReadOnly: true})
 		env = append(env, corev1.EnvVar{Name: EnvSkillDir, Value: SkillDir})
 	}
-	command := RunnerCommand(p.timeout(), outputLimit(sb), PolicySnapshot(p), p.Run.Spec.Command)
+	command = append([]string(nil), command...)
 	if p.RunnerFromImage {
 		command[0] = RunnerImageRunner
 	}
@@ -338,7 +340,8 @@ func RunnerCommand(timeout time.Duration, outputLimitBytes int32, pol runner.Pol
 	return append(cmd, "--", command)
 }
 
-// withRunnerFlag puts a flag of "runner run" before the "--" that ends them.
+// withRunnerFlag puts a flag of the runner before the "--" that ends them,
+// or at the end of a command line without one ("runner serve").
 func withRunnerFlag(command []string, flag string) []string {
 	out := make([]string, 0, len(command)+1)
 	for i, arg := range command {
@@ -348,7 +351,7 @@ func withRunnerFlag(command []string, flag string) []string {
 		}
 		out = append(out, arg)
 	}
-	return out
+	return append(out, flag)
 }
 
 // PolicySnapshot is the policy the runner enforces for p.Run: the rules
