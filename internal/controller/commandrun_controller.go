@@ -68,6 +68,9 @@ type CommandRunReconciler struct {
 	Workers int
 	// Policies compiles the policies that judge runs.
 	Policies *PolicyCache
+	// Warm hands runs to their agents' warm sandboxes; nil runs every
+	// command in a Job of its own.
+	Warm *WarmPool
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 	// unfenced holds, by name, the UID of each ended run whose fence this
@@ -92,6 +95,14 @@ type CommandRunReconciler struct {
 // the runs' Jobs, on their pods' ends, and on the policies and skills that
 // waiting runs were judged on.
 func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &skillsv1.CommandRun{}, IndexRunWarmPod, func(o client.Object) []string {
+		if pod := o.(*skillsv1.CommandRun).Status.WarmPod; pod != "" {
+			return []string{pod}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("failed to index CommandRuns by warm pod: %w", err)
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &skillsv1.CommandRun{}, IndexRunAgent, func(o client.Object) []string {
 		return []string{o.(*skillsv1.CommandRun).Spec.Agent}
 	}); err != nil {
@@ -103,7 +114,7 @@ func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&skillsv1.CommandRun{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{})
-	return watchPods(r.watchPins(b)).
+	return r.watchWarm(ctx, watchPods(r.watchPins(b))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }
@@ -176,6 +187,9 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.
 	if following, wait, err := r.runsJob(ctx, p); following || err != nil {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
+	if following, wait, err := r.runsWarm(ctx, p); following || err != nil {
+		return ctrl.Result{RequeueAfter: wait}, err
+	}
 	pol, skl, err := r.resolve(ctx, run)
 	var denied denial
 	switch {
@@ -213,6 +227,9 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.
 		if run.Status.Phase.Terminal() {
 			return ctrl.Result{}, nil
 		}
+	}
+	if started, err := r.startWarm(ctx, p, pol, skl); started || err != nil {
+		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.startJob(ctx, p, pol, skl)
 }

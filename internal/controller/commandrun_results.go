@@ -30,6 +30,9 @@ type ResultReader interface {
 	// finished up to a second after its pod ended (it batches pod
 	// updates); the command's result need not wait for that.
 	Ended(ctx context.Context, job *batchv1.Job) (*runner.Result, error)
+	// Pod returns the result of one sandbox pod that ended: false when its
+	// command container never ran.
+	Pod(ctx context.Context, pod *corev1.Pod) (*runner.Result, bool, error)
 }
 
 // ErrResultPending says that a finished Job's pod does not show its final
@@ -124,6 +127,11 @@ func (p *PodResultReader) Ended(ctx context.Context, job *batchv1.Job) (*runner.
 	}
 	res, _, err := p.fromPods(ctx, ended)
 	return res, err
+}
+
+// Pod implements ResultReader.
+func (p *PodResultReader) Pod(ctx context.Context, pod *corev1.Pod) (*runner.Result, bool, error) {
+	return p.fromPods(ctx, []corev1.Pod{*pod})
 }
 
 // podEnded tells whether a pod is in a final phase.

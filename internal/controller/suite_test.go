@@ -15,6 +15,7 @@ import (
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/manager"
 	"github.com/kubeskills/kubeskills/internal/operatortest"
+	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
@@ -29,13 +30,19 @@ var k8s client.Client
 var operator *operatortest.Operator
 
 func TestMain(m *testing.M) {
+	// The warm sandboxes' runners run in this process (ServeWarm), and
+	// start this binary as the runner's shell.
+	if len(os.Args) > 1 && os.Args[1] == runner.ShellSubcommand {
+		os.Exit(runner.ShellMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(testenv.Run(m, func(e *testenv.Env) func() {
 		env, k8s = e, e.Client
 		var err error
 		if operator, err = operatortest.Start(e, manager.Options{SkillWorkers: 4, RunWorkers: 4}); err != nil {
 			panic(err)
 		}
-		return operator.Stop
+		// The operator a test restarted last (restartOperator).
+		return func() { operator.Stop() }
 	}))
 }
 

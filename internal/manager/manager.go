@@ -286,7 +286,12 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("failed to add the runner probe: %w", err)
 	}
 	policyCache := &controller.PolicyCache{}
+	warm := controller.NewWarmPool(mgr.GetClient(), mgr.GetAPIReader(), operatorNamespace(o.Namespace))
+	if err := mgr.Add(warm); err != nil {
+		return fmt.Errorf("failed to add the warm sandbox pool: %w", err)
+	}
 	runs := &controller.CommandRunReconciler{
+		Warm:            warm,
 		Policies:        policyCache,
 		Client:          mgr.GetClient(),
 		APIReader:       mgr.GetAPIReader(),
@@ -299,6 +304,9 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := runs.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("failed to set up the CommandRun controller: %w", err)
+	}
+	if err := (&controller.WarmPoolReconciler{Runs: runs, Pool: warm}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the warm pool controller: %w", err)
 	}
 	if err := mgr.Add(controller.StateMetrics(mgr.GetCache())); err != nil {
 		return fmt.Errorf("failed to add the operator's gauges: %w", err)

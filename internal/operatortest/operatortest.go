@@ -81,6 +81,15 @@ func Start(e *testenv.Env, o manager.Options) (*Operator, error) {
 	if o.SandboxImage == "" {
 		o.SandboxImage = SandboxImage
 	}
+	if o.Namespace == "" {
+		// Where the operator is installed (InstallOperatorConfig): its
+		// warm sandboxes' handoff key outlives a restart there. The runner
+		// is copied, as no kubelet runs a probe here.
+		o.Namespace = "kubeskills-system"
+		if o.RunnerVolume == "" {
+			o.RunnerVolume = controller.RunnerVolumeCopy
+		}
+	}
 	// The manager reads results as in production, from its cache and the
 	// API server; only the kubelet's logs are a stand-in.
 	if o.Logs == nil {
@@ -94,16 +103,19 @@ func Start(e *testenv.Env, o manager.Options) (*Operator, error) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
 	op.stop = func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "the operator stopped with:", err)
-		}
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				fmt.Fprintln(os.Stderr, "the operator stopped with:", err)
+			}
+		})
 	}
 	return op, nil
 }
 
-// Stop stops the manager and waits for it.
+// Stop stops the manager and waits for it; once stopped, it does nothing.
 func (op *Operator) Stop() { op.stop() }
 
 func (op *Operator) log(_ context.Context, ns, pod, container string) ([]byte, error) {
