@@ -322,15 +322,9 @@ func TestIdleWarmPodIsReplaced(t *testing.T) {
 func TestWarmRunSurvivesAnOperatorRestart(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := warmSetup(t, 1, 0, func(p *skillsv1.CommandPolicy) {
-		p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "sleep *", Action: skillsv1.ActionAlways})
-	})
+	ns := warmSetup(t, 1, 0, allowSleep)
 	kubelet := startWarmKubelet(t, ns)
-	g.Eventually(func(g Gomega) {
-		pods := warmPods(g, ns)
-		g.Expect(pods).To(HaveLen(1))
-		g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
-	}, timeout, interval).Should(Succeed())
+	waitWarmRunning(t, ns, 1)
 
 	g.Expect(k8s.Create(ctx, warmRun(ns, "restarted", "sleep 2; echo once"))).To(Succeed())
 	run := waitPhase(t, ns, "restarted", skillsv1.PhaseRunning)
@@ -352,15 +346,9 @@ func TestWarmRunSurvivesAnOperatorRestart(t *testing.T) {
 func TestWarmPodDeletedMidCommand(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := warmSetup(t, 1, 0, func(p *skillsv1.CommandPolicy) {
-		p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "sleep *", Action: skillsv1.ActionAlways})
-	})
+	ns := warmSetup(t, 1, 0, allowSleep)
 	kubelet := startWarmKubelet(t, ns)
-	g.Eventually(func(g Gomega) {
-		pods := warmPods(g, ns)
-		g.Expect(pods).To(HaveLen(1))
-		g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
-	}, timeout, interval).Should(Succeed())
+	waitWarmRunning(t, ns, 1)
 
 	g.Expect(k8s.Create(ctx, warmRun(ns, "stopped", "sleep 30"))).To(Succeed())
 	run := waitPhase(t, ns, "stopped", skillsv1.PhaseRunning)
@@ -371,11 +359,7 @@ func TestWarmPodDeletedMidCommand(t *testing.T) {
 	g.Expect(*run.Status.Result.ExitCode).To(Equal(int32(128 + int(syscall.SIGTERM))))
 	g.Expect(jobs(g, ns, "stopped")).To(BeEmpty())
 
-	g.Eventually(func(g Gomega) {
-		pods := warmPods(g, ns)
-		g.Expect(pods).To(HaveLen(1))
-		g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
-	}, timeout, interval).Should(Succeed())
+	waitWarmRunning(t, ns, 1)
 	g.Expect(k8s.Create(ctx, warmRun(ns, "orphaned", "sleep 30"))).To(Succeed())
 	run = waitPhase(t, ns, "orphaned", skillsv1.PhaseRunning)
 	w = kubelet.pod(t, run.Status.WarmPod)
@@ -386,6 +370,11 @@ func TestWarmPodDeletedMidCommand(t *testing.T) {
 	run = waitPhase(t, ns, "orphaned", skillsv1.PhaseFailed)
 	g.Expect(condition(run.Status.Conditions, skillsv1.SucceededCondition).Message).To(ContainSubstring("is not run again"))
 	g.Consistently(func(g Gomega) { g.Expect(jobs(g, ns, "orphaned")).To(BeEmpty()) }, 300*time.Millisecond, interval).Should(Succeed())
+}
+
+// allowSleep lets the policy run sleep, a command that takes a while.
+func allowSleep(p *skillsv1.CommandPolicy) {
+	p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "sleep *", Action: skillsv1.ActionAlways})
 }
 
 // waitWarmRunning waits until the agent's n warm pods run: a run made
