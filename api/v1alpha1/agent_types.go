@@ -320,11 +320,6 @@ type AgentStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
-	// warmSandboxes counts the agent's warm sandboxes that wait for a
-	// command now (spec.sandbox.warm).
-	// +optional
-	WarmSandboxes int32 `json:"warmSandboxes,omitempty"`
-
 	// warnings are problems that do not stop the agent, such as a skill
 	// expecting tools its policy never allows.
 	// +optional
