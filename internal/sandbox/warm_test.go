@@ -47,7 +47,9 @@ func TestWarmPodHardening(t *testing.T) {
 	jobOnly := []string{"a failed pod is replaced once", "a pod is replaced only once", "activeDeadlineSeconds",
 		"ttlSecondsAfterFinished", "the command runs under the runner"}
 	for _, pc := range podChecks {
-		if slices.ContainsFunc(jobOnly, func(prefix string) bool { return strings.HasPrefix(pc.name, prefix) || strings.Contains(pc.name, prefix) }) {
+		if slices.ContainsFunc(jobOnly, func(prefix string) bool {
+			return strings.HasPrefix(pc.name, prefix) || strings.Contains(pc.name, prefix)
+		}) {
 			continue
 		}
 		t.Run(pc.name, func(t *testing.T) {
