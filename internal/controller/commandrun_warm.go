@@ -323,9 +323,5 @@ func (r *CommandRunReconciler) runsOfWarmPod(ctx context.Context, o client.Objec
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the CommandRuns of a warm pod", "pod", klog.KObj(o))
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(runs.Items))
-	for i := range runs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs.Items[i])})
-	}
-	return reqs
+	return runRequests(runs.Items)
 }

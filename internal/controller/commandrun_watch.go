@@ -100,10 +100,15 @@ func (r *CommandRunReconciler) runsPinnedTo(kind string) handler.MapFunc {
 			ctrl.LoggerFrom(ctx).Error(err, "Failed to list the CommandRuns waiting on "+kind, "object", klog.KObj(o))
 			return nil
 		}
-		reqs := make([]reconcile.Request, 0, len(runs.Items))
-		for i := range runs.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs.Items[i])})
-		}
-		return reqs
+		return runRequests(runs.Items)
 	}
+}
+
+// runRequests are the requests that reconcile runs.
+func runRequests(runs []skillsv1.CommandRun) []reconcile.Request {
+	reqs := make([]reconcile.Request, 0, len(runs))
+	for i := range runs {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs[i])})
+	}
+	return reqs
 }

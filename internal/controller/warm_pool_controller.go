@@ -47,7 +47,7 @@ type WarmPoolReconciler struct {
 
 // SetupWithManager registers the reconciler: Agents, their warm pods, and
 // the refills asked by runs that took one. The CommandRun reconciler
-// registers IndexRunWarmPod.
+// registers IndexRunWarmPod, the Agent reconciler IndexAgentPolicy.
 func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	warmPods := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[sandbox.LabelWarm] != "" })
 	return ctrl.NewControllerManagedBy(mgr).
@@ -63,14 +63,14 @@ func (r *WarmPoolReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // that name it: its edits change their shape.
 func (r *WarmPoolReconciler) agentsOfPolicy(ctx context.Context, o client.Object) []ctrl.Request {
 	var agents skillsv1.AgentList
-	if err := r.Runs.List(ctx, &agents, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Runs.List(ctx, &agents, client.InNamespace(o.GetNamespace()), client.MatchingFields{IndexAgentPolicy: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the Agents of a policy", "policy", klog.KObj(o))
 		return nil
 	}
 	var reqs []ctrl.Request
 	for i := range agents.Items {
 		a := &agents.Items[i]
-		if a.Spec.PolicyRef != nil && a.Spec.PolicyRef.Name == o.GetName() && sandbox.WarmCount(a) > 0 {
+		if sandbox.WarmCount(a) > 0 {
 			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(a)})
 		}
 	}
