@@ -72,6 +72,17 @@ type AgentSandbox struct {
 	// command, and so the pod-bound token it holds. Default 10m.
 	// +optional
 	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
+	// maxRunning bounds the agent's commands that run at once, in warm
+	// sandboxes and Jobs together. A run allowed past it waits, Pending
+	// with its Queued condition giving its place in line, and starts in
+	// the order the runs were filed when one ends. Each agent's bound is
+	// its own: a busy agent never holds another's runs. Default 5.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MaxRunning int32 `json:"maxRunning,omitempty"`
 }
 
 // AgentMCP configures an agent's MCP endpoint.

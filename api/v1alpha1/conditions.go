@@ -20,6 +20,11 @@ const (
 	// than it may seem to; status.warnings lists what. It never changes
 	// Ready.
 	WarningsCondition = "Warnings"
+	// QueuedCondition is True while a CommandRun allowed to run waits for
+	// its agent's bound on commands running at once (spec.sandbox.maxRunning);
+	// its message gives the run's place in line. It goes when the run
+	// starts or ends.
+	QueuedCondition = "Queued"
 )
 
 // Reasons of the Warnings condition.

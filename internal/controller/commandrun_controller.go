@@ -73,6 +73,9 @@ type CommandRunReconciler struct {
 	Warm *WarmPool
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// slots are the slots of agents' bounds this process gave out that the
+	// cache may not show yet.
+	slots runSlots
 	// unfenced holds, by name, the UID of each ended run whose fence this
 	// process found gone: later passes need not read it again.
 	unfenced sync.Map
@@ -114,7 +117,7 @@ func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&skillsv1.CommandRun{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{})
-	return r.watchWarm(ctx, watchPods(r.watchPins(b))).
+	return r.watchWarm(ctx, watchPods(r.watchSlots(r.watchPins(b)))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }
@@ -172,9 +175,11 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 //     again when the content changed since (Never ends the run: Denied);
 //  4. Ask waits for an approval of the decision in force until the policy's
 //     approval timeout (AwaitingApproval, then Denied or Expired);
-//  5. Always or approved: the status names the Job (Pending), and once
-//     that is stored the sandbox Job is created from the content the
-//     decision was taken on (Running).
+//  5. Always or approved: the run waits in its agent's line while the
+//     agent runs as many commands as it may at once (Pending, Queued);
+//  6. then the status names the warm pod or the Job (Pending), and once
+//     that is stored the command is handed to the pod, or the sandbox Job
+//     is created, from the content the decision was taken on (Running).
 func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.Result, error) {
 	run := p.run
 	// A change to an ended run (an approval that came too late) is observed,
@@ -227,6 +232,9 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.
 		if run.Status.Phase.Terminal() {
 			return ctrl.Result{}, nil
 		}
+	}
+	if wait, queued, err := r.awaitSlot(ctx, run); queued || err != nil {
+		return ctrl.Result{RequeueAfter: wait}, err
 	}
 	if started, err := r.startWarm(ctx, p, pol, skl); started || err != nil {
 		return ctrl.Result{}, err

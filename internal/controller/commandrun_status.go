@@ -25,7 +25,8 @@ const shortCommandRunes = 60
 // False, once it failed, timed out, was denied or expired (Failed). Every
 // condition has the phase as its reason and the same message, but Stalled
 // on a run still Running (blockRun): it has the reason its sandbox cannot
-// start.
+// start. Queued, True while an allowed run waits for its agent's bound
+// (awaitSlot), is dropped by any phase but Pending.
 //
 // The setters below are pure: they change only the run they are given, and
 // now, the caller's clock, stamps what they record (completionTime, a
@@ -40,6 +41,9 @@ func setRunPhase(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string, 
 	setCondition(conds, run.Generation, skillsv1.ReadyCondition, metav1.ConditionUnknown, string(phase), msg, now)
 	setCondition(conds, run.Generation, skillsv1.ReconcilingCondition, metav1.ConditionTrue, string(phase), msg, now)
 	apimeta.RemoveStatusCondition(conds, skillsv1.StalledCondition)
+	if phase != skillsv1.PhasePending {
+		apimeta.RemoveStatusCondition(conds, skillsv1.QueuedCondition)
+	}
 }
 
 // endRun moves a run to a terminal phase, once: Succeeded and Ready are True
@@ -52,6 +56,7 @@ func endRun(run *skillsv1.CommandRun, phase skillsv1.RunPhase, msg string, now t
 	run.Status.Phase = phase
 	run.Status.CompletionTime = &metav1.Time{Time: now}
 	conds := &run.Status.Conditions
+	apimeta.RemoveStatusCondition(conds, skillsv1.QueuedCondition)
 	if phase == skillsv1.PhaseSucceeded {
 		setCondition(conds, run.Generation, skillsv1.SucceededCondition, metav1.ConditionTrue, string(phase), msg, now)
 		setCondition(conds, run.Generation, skillsv1.ReadyCondition, metav1.ConditionTrue, string(phase), msg, now)

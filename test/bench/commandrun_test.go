@@ -58,6 +58,8 @@ func BenchmarkCommandStart(b *testing.B) {
 				Skills:    skillsv1.SkillSelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelBatch: "none"}}},
 				Model:     skillsv1.Model{BaseURL: "http://127.0.0.1:1/v1", Name: "bench"},
 				PolicyRef: &skillsv1.LocalRef{Name: pol.Name},
+				// Every run's Job is timed, and none ends: none waits in line.
+				Sandbox: &skillsv1.AgentSandbox{MaxRunning: runWarmup + runCount},
 			},
 		}
 		for _, obj := range []client.Object{pol, agent} {
