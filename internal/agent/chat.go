@@ -238,7 +238,7 @@ func (r *Runtime) systemPrompt(ctx context.Context) string {
 	b.WriteString("read_skill_file reads the files a skill bundles. Other skills are used only when the user names them as /name.\n\n" +
 		"You have no shell. run_command asks for a shell command to run in a sandboxed Job: a policy decides whether it runs, " +
 		"and some commands wait for a person to approve them. Pass the skill a command serves. " +
-		"Report what commands print as it is, and say so when a command was denied or is awaiting approval.\n")
+		"Report what commands print as it is, and say so when a command was denied, is awaiting approval or waits in line.\n")
 	if block != "" {
 		b.WriteString("\n")
 		b.WriteString(block)

@@ -275,7 +275,8 @@ func (c *commander) listWatch(run *skillsv1.CommandRun) cache.ListerWatcher {
 
 // limits are the timers of one wait, which end it by cancelling its
 // context with their cause: the command wait, and the approval wait that
-// runs only while the run awaits approval.
+// runs only while the run waits for something other than its command: a
+// person's approval, or its turn in its agent's line.
 type limits struct {
 	cancel       context.CancelCauseFunc
 	deadline     *time.Timer
@@ -292,10 +293,12 @@ func newLimits(w waits, cancel context.CancelCauseFunc) *limits {
 }
 
 // see starts the approval wait when the run is first seen awaiting
-// approval, and stops it once the run leaves that phase: an approved run
-// is then waited for as any other, within the command wait.
+// approval or queued, and stops it once it no longer is: a run approved or
+// started is then waited for as any other, within the command wait. So a
+// chat whose command waits in line says so after the approval wait rather
+// than hold its place in the agent's own bound for the command wait.
 func (l *limits) see(run *skillsv1.CommandRun) {
-	awaiting := run.Status.Phase == skillsv1.PhaseAwaitingApproval
+	awaiting := run.Status.Phase == skillsv1.PhaseAwaitingApproval || queued(run) != nil
 	switch {
 	case awaiting && l.approval == nil:
 		l.approval = time.AfterFunc(l.approvalWait, func() { l.cancel(errApprovalWaitOver) })
@@ -352,10 +355,20 @@ func awaiting(run *skillsv1.CommandRun) *CommandResult {
 	}
 }
 
+// queued returns the Queued condition of a run waiting in its agent's line
+// for one of the commands the agent may run at once; nil when it does not.
+func queued(run *skillsv1.CommandRun) *metav1.Condition {
+	return holding(run, skillsv1.QueuedCondition)
+}
+
 // pending reports a run that had not ended when the wait did.
 func pending(run *skillsv1.CommandRun, wait time.Duration) *CommandResult {
 	if run.Status.Phase == skillsv1.PhaseAwaitingApproval {
 		return awaiting(run)
+	}
+	if q := queued(run); q != nil {
+		return &CommandResult{Phase: string(run.Status.Phase), Run: run.Name, Decision: decision(run),
+			Message: fmt.Sprintf("queued: %s. The run starts in its turn: call command_status with run %q to wait for it", q.Message, run.Name)}
 	}
 	phase := run.Status.Phase
 	if phase == "" {
@@ -370,10 +383,16 @@ func pending(run *skillsv1.CommandRun, wait time.Duration) *CommandResult {
 // cannot start the command (no node fits, an image it cannot pull). nil
 // when there is none.
 func startBlocked(run *skillsv1.CommandRun) *metav1.Condition {
+	return holding(run, skillsv1.StalledCondition)
+}
+
+// holding returns the condition of type typ of a run that has not ended,
+// when it is True: what holds the run up; nil otherwise.
+func holding(run *skillsv1.CommandRun, typ string) *metav1.Condition {
 	if run.Status.Phase.Terminal() {
 		return nil
 	}
-	if c := apimeta.FindStatusCondition(run.Status.Conditions, skillsv1.StalledCondition); c != nil && c.Status == metav1.ConditionTrue {
+	if c := apimeta.FindStatusCondition(run.Status.Conditions, typ); c != nil && c.Status == metav1.ConditionTrue {
 		return c
 	}
 	return nil

@@ -55,7 +55,7 @@ const (
 	// lists only each skill's SKILL.md.
 	skillFileTemplate      = mcpskills.Scheme + "://{skill}/{+path}"
 	mcpServerInstructions  = "This server is the kubeskills agent %s. Its skills are listed by skills/list (the MCP Skills extension) and read as skill://NAME/PATH resources. Commands run only through run_command, which files a CommandRun judged by the cluster's CommandPolicy: some run at once, some wait for a person's approval (poll command_status), some are denied."
-	toolRunCommandDesc     = "Run a shell command in a sandboxed Kubernetes Job of this agent. The cluster's CommandPolicy decides whether it runs; a command that needs a person's approval answers at once with phase AwaitingApproval, the run's name and the approve command: poll command_status with that name. The result has phase, exitCode, stdout, stderr and the policy's decision."
+	toolRunCommandDesc     = "Run a shell command in a sandboxed Kubernetes Job of this agent. The cluster's CommandPolicy decides whether it runs; a command that needs a person's approval answers at once with phase AwaitingApproval, the run's name and the approve command: poll command_status with that name; one queued behind the agent's bound on commands running at once answers with phase Pending and its place in line, and starts in its turn. The result has phase, exitCode, stdout, stderr and the policy's decision."
 	toolCommandStatusDesc  = "Wait for a command started earlier (for example one awaiting approval) and return its result as run_command does."
 	mcpSessionsFullMessage = "the agent serves %d MCP sessions, its limit; close one or retry after idle sessions expire"
 	mcpSessionBusyMessage  = "this MCP session has %d requests in flight, its limit; retry once one of them ends"

@@ -150,3 +150,31 @@ func TestCommandThatCannotStartIsReportedAtOnce(t *testing.T) {
 			"0/1 nodes are available: 1 Insufficient cpu. The run goes on and starts once that is resolved: "+
 			"call command_status with run \""+run.Name+"\" to wait for it again")))
 }
+
+// TestQueuedCommandSaysSo: a command past its agent's bound on commands
+// running at once comes back after the approval wait, not the command
+// wait, saying it waits in line and where, with its run's name to wait on;
+// it starts once the running one ends.
+func TestQueuedCommandSaysSo(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	f, _ := commandFixture(t, nil, func(c *agent.Config) { c.CommandWait, c.ApprovalWait = 2*time.Second, time.Second })
+	a := &skillsv1.Agent{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "ops"}, a)).To(Succeed())
+	a.Spec.Sandbox = &skillsv1.AgentSandbox{MaxRunning: 1}
+	g.Expect(k8s.Update(ctx, a)).To(Succeed())
+
+	code, body := f.do(t, http.MethodPost, "/v1/commands", f.token, map[string]string{"command": "echo first"})
+	g.Expect(code).To(Equal(http.StatusOK), string(body))
+	first := waitRun(t, f.ns, "echo first", skillsv1.PhaseRunning)
+
+	code, body = f.do(t, http.MethodPost, "/v1/commands", f.token, map[string]string{"command": "echo second"})
+	g.Expect(code).To(Equal(http.StatusOK), string(body))
+	second := waitRun(t, f.ns, "echo second", skillsv1.PhasePending)
+	g.Expect(toolResult(t, string(body))).To(And(HaveKeyWithValue("phase", "Pending"), HaveKeyWithValue("run", second.Name),
+		HaveKeyWithValue("message", "queued: 1st in line: Agent ops runs at most 1 command at once (spec.sandbox.maxRunning) "+
+			"and runs 1 now. The run starts in its turn: call command_status with run \""+second.Name+"\" to wait for it")))
+
+	finishJob(t, f.ns, first.Name, &runner.Result{Stdout: "first\n"})
+	waitRun(t, f.ns, "echo second", skillsv1.PhaseRunning)
+}
