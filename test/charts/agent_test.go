@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -51,6 +52,9 @@ func TestAgentChartDefaults(t *testing.T) {
 	}
 	if !a.MCPEnabled() || a.Spec.MCP != nil {
 		t.Errorf("mcp = %+v, want it left to the API's default (on)", a.Spec.MCP)
+	}
+	if sb := a.Spec.Sandbox; sb == nil || sb.Warm != 1 || sb.IdleTimeout == nil || sb.IdleTimeout.Duration != 10*time.Minute || sb.MaxRunning != 5 {
+		t.Errorf("sandbox = %+v, want one warm sandbox, replaced after 10m idle, and 5 commands at once", sb)
 	}
 
 	p := toTyped[skillsv1.CommandPolicy](t, objs.get(t, "CommandPolicy", "ops"))
@@ -143,6 +147,9 @@ func TestAgentChartValues(t *testing.T) {
 	}
 	if a.MCPEnabled() {
 		t.Errorf("mcp = %+v, want mcp.enabled=false carried over", a.Spec.MCP)
+	}
+	if sb := a.Spec.Sandbox; sb == nil || sb.Warm != 0 || sb.IdleTimeout.Duration != 2*time.Minute || sb.MaxRunning != 20 {
+		t.Errorf("sandbox = %+v, want no warm sandbox, 2m idle and 20 commands at once", sb)
 	}
 	if rt := a.Spec.Runtime; rt == nil || rt.Image != "registry.example.com/kubeskills:v1.2.3" || *rt.Replicas != 2 ||
 		rt.Resources == nil || len(rt.Tolerations) != 1 || rt.NodeSelector["kubernetes.io/os"] != "linux" {
