@@ -121,6 +121,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		"config/admission/commandrun-records.yaml",
 		"config/admission/agent-references.yaml", "config/admission/commandpolicy-identity.yaml",
 		"config/admission/skill-sources.yaml", "config/admission/sandbox-jobs.yaml",
+		"config/admission/warm-sandboxes.yaml",
 		"config/rbac/approver_role.yaml", "config/rbac/runner_role.yaml"); err != nil {
 		return err
 	}

@@ -78,6 +78,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-records",
 		"ValidatingAdmissionPolicy/kubeskills-sandbox-jobs",
 		"ValidatingAdmissionPolicy/kubeskills-skill-sources",
+		"ValidatingAdmissionPolicy/kubeskills-warm-sandboxes",
 		"ValidatingAdmissionPolicyBinding/kubeskills-agent-references",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandpolicy-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-agent",
@@ -85,6 +86,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-records",
 		"ValidatingAdmissionPolicyBinding/kubeskills-sandbox-jobs",
 		"ValidatingAdmissionPolicyBinding/kubeskills-skill-sources",
+		"ValidatingAdmissionPolicyBinding/kubeskills-warm-sandboxes",
 	}
 	if got := kindNames(objs); !slices.Equal(got, want) {
 		t.Errorf("rendered objects:\n got %v\nwant %v", got, want)
@@ -135,6 +137,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 	checkSynced(t, objs, "config/admission/commandpolicy-identity.yaml")
 	checkSynced(t, objs, "config/admission/skill-sources.yaml")
 	checkSynced(t, objs, "config/admission/sandbox-jobs.yaml")
+	checkSynced(t, objs, "config/admission/warm-sandboxes.yaml")
 	checkMetricsService(t, objs, d, 8443)
 }
 

@@ -184,7 +184,7 @@ func TestDoctorPassesOnACorrectInstall(t *testing.T) {
 	}
 	want := []string{
 		"ok   crds: skills, agents, commandpolicies, commandruns of kubeskills.io are Established",
-		"ok   admission: kubeskills-agent-references, kubeskills-commandpolicy-identity, kubeskills-commandrun-agent, kubeskills-commandrun-identity, kubeskills-commandrun-records, kubeskills-sandbox-jobs, kubeskills-skill-sources are installed, each bound with Deny",
+		"ok   admission: kubeskills-agent-references, kubeskills-commandpolicy-identity, kubeskills-commandrun-agent, kubeskills-commandrun-identity, kubeskills-commandrun-records, kubeskills-sandbox-jobs, kubeskills-skill-sources, kubeskills-warm-sandboxes are installed, each bound with Deny",
 		"ok   operator: Deployment kubeskills-system/kubeskills is Available (1/1 ready)",
 		"ok   agent-rbac: the ServiceAccounts of the 2 Agents in " + ns + " may file and follow CommandRuns and nothing more",
 		"ok   netpol: no NetworkPolicy of " + ns + " opens sandbox pods beyond their fence",

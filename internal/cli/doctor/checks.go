@@ -34,6 +34,7 @@ var admissionPolicies = []string{
 	"kubeskills-commandrun-records",
 	"kubeskills-sandbox-jobs",
 	"kubeskills-skill-sources",
+	"kubeskills-warm-sandboxes",
 }
 
 // admissionPrefix starts the name of every admission policy of kubeskills;
