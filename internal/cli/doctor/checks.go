@@ -171,6 +171,9 @@ type operatorCheck struct {
 	// runnerImage is the operator's own image (its --image), which
 	// holds the runner sandboxes copy; "" when none was found.
 	runnerImage string
+	// namespace is the operator's, whose pods alone the warm sandboxes
+	// let in; "" when none was found.
+	namespace string
 }
 
 // checkOperator finds the operator's Deployment and checks it is
@@ -192,7 +195,7 @@ func (d *doctor) checkOperator(ctx context.Context) operatorCheck {
 			"no Deployment labelled %s=manager, %s=kubeskills in any namespace", labelComponent, labelPartOf)}
 	}
 	dep := &found[0]
-	out := operatorCheck{sandboxImage: sandboxImageOf(dep), runnerImage: runnerImageOf(dep)}
+	out := operatorCheck{sandboxImage: sandboxImageOf(dep), runnerImage: runnerImageOf(dep), namespace: dep.Namespace}
 	key := dep.Namespace + "/" + dep.Name
 	ready := fmt.Sprintf("%d/%d ready", dep.Status.ReadyReplicas, ptrOr(dep.Spec.Replicas, 1))
 	if !deploymentAvailable(dep) || dep.Status.ReadyReplicas == 0 {
@@ -387,8 +390,10 @@ func (d *doctor) roleRules(ctx context.Context, ref rbacv1.RoleRef) []rbacv1.Pol
 }
 
 // checkNetworkPolicies names the NetworkPolicies of the namespace that
-// open sandbox pods beyond their fence, and returns their names.
-func (d *doctor) checkNetworkPolicies(ctx context.Context) (checkResult, []string) {
+// open sandbox pods beyond their fence, and returns their names. The one
+// opening of warm sandboxes to the operator's pods in operatorNS is the
+// operator's own, not one of them.
+func (d *doctor) checkNetworkPolicies(ctx context.Context, operatorNS string) (checkResult, []string) {
 	const advice = "narrow their podSelector so it excludes pods labelled " + labelSandboxHint +
 		", or delete them; NetworkPolicies add up, so any one that selects a sandbox opens it"
 	var list networkingv1.NetworkPolicyList
@@ -401,7 +406,7 @@ func (d *doctor) checkNetworkPolicies(ctx context.Context) (checkResult, []strin
 		if _, ours := np.Labels[labelDoctor]; ours {
 			continue
 		}
-		if o := sandboxOpening(np); o != "" {
+		if o := sandboxOpening(np, operatorNS); o != "" {
 			openings = append(openings, o)
 			names = append(names, np.Name)
 		}

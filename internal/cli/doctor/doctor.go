@@ -41,7 +41,9 @@ One line is printed per check, 'ok   CHECK: WHAT WAS FOUND' or
               SubjectAccessReviews; bindings that name it are listed)
   netpol      no NetworkPolicy of the namespace selects sandbox pods and
               allows them traffic beyond their fence (NetworkPolicies add
-              up: any one that selects a pod opens it)
+              up: any one that selects a pod opens it); an Agent's
+              agent-NAME.warm, which lets only the operator's pods reach
+              its warm sandboxes on TCP 8070, is the operator's own
   canary      sandbox pods fenced as a command's are, without an identity,
               reach neither the API server nor a Service nor a pod
   canary-identity
@@ -145,7 +147,7 @@ func (o *options) run(ctx context.Context) error {
 	d := &doctor{c: c, ns: ns}
 	results := []checkResult{d.checkCRDs(ctx), d.checkAdmission(ctx)}
 	operator := d.checkOperator(ctx)
-	netpol, openers := d.checkNetworkPolicies(ctx)
+	netpol, openers := d.checkNetworkPolicies(ctx, operator.namespace)
 	results = append(results, operator.result, d.checkAgentRBAC(ctx), netpol)
 	if o.skipCanary {
 		_, _ = fmt.Fprintln(o.Streams.ErrOut, "warning: --skip-canary: no pod proved the sandbox's network fence, nor that it judges the programs commands start")

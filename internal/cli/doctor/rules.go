@@ -3,15 +3,19 @@ package doctor
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
+	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -239,28 +243,40 @@ func bindsServiceAccount(subjects []rbacv1.Subject, ns, name string) bool {
 
 // sandboxLabelKeys are the labels every sandbox pod carries
 // (sandbox.PodLabels); managed-by has a fixed value, the others any.
+// A warm sandbox pod carries sandbox.LabelWarm too (sandbox.WarmPod).
 var sandboxLabelKeys = map[string]bool{sandbox.LabelCommandRun: true, sandbox.LabelAgent: true, sandbox.LabelManagedBy: true, sandbox.LabelFence: true}
+
+// warmLabelKeys are the labels of a warm sandbox pod.
+var warmLabelKeys = map[string]bool{sandbox.LabelCommandRun: true, sandbox.LabelAgent: true, sandbox.LabelManagedBy: true, sandbox.LabelFence: true,
+	sandbox.LabelWarm: true}
 
 // selectsSandboxPods tells whether a pod selector may select a sandbox pod:
 // some pod labelled as sandbox.Labels labels a run, for some run and agent
-// name, and with no other label. It errs on the side of yes.
+// name, and with no other label, or as a warm sandbox is. It errs on the
+// side of yes.
 func selectsSandboxPods(sel metav1.LabelSelector) bool {
+	return selectsPodWith(sel, sandboxLabelKeys) || selectsPodWith(sel, warmLabelKeys)
+}
+
+// selectsPodWith tells whether a pod selector may select a pod of the
+// sandbox's managed-by label and of the other keys given, of any values.
+func selectsPodWith(sel metav1.LabelSelector, keys map[string]bool) bool {
 	for key, value := range sel.MatchLabels {
-		if !labelMaySatisfy(key, metav1.LabelSelectorOpIn, []string{value}) {
+		if !labelMaySatisfy(keys, key, metav1.LabelSelectorOpIn, []string{value}) {
 			return false
 		}
 	}
 	for _, req := range sel.MatchExpressions {
-		if !labelMaySatisfy(req.Key, req.Operator, req.Values) {
+		if !labelMaySatisfy(keys, req.Key, req.Operator, req.Values) {
 			return false
 		}
 	}
 	return true
 }
 
-// labelMaySatisfy tells whether a sandbox pod's label key may satisfy one
-// requirement.
-func labelMaySatisfy(key string, op metav1.LabelSelectorOperator, values []string) bool {
+// labelMaySatisfy tells whether a pod's label key, among keys, may
+// satisfy one requirement.
+func labelMaySatisfy(keys map[string]bool, key string, op metav1.LabelSelectorOperator, values []string) bool {
 	if key == sandbox.LabelManagedBy {
 		has := false
 		for _, v := range values {
@@ -274,7 +290,7 @@ func labelMaySatisfy(key string, op metav1.LabelSelectorOperator, values []strin
 		}
 		return op == metav1.LabelSelectorOpExists
 	}
-	if sandboxLabelKeys[key] {
+	if keys[key] {
 		switch op {
 		case metav1.LabelSelectorOpIn:
 			return len(values) > 0
@@ -303,12 +319,53 @@ func isOperatorFence(np *networkingv1.NetworkPolicy) bool {
 	return ok && len(sel.MatchLabels) == 1 && sel.MatchLabels[sandbox.LabelCommandRun] == run
 }
 
+// isWarmIngress tells whether np is the one opening the operator makes
+// for an agent's warm sandboxes (sandbox.WarmIngress): named
+// agent-NAME.warm, labelled as the agent's, selecting exactly the agent's
+// warm pods, and allowing into them TCP runner.HandoffPort from the
+// operator's pods in operatorNS and nothing else. Any other shape, wider
+// by a single peer, port or label, is not the operator's; with
+// operatorNS unknown ("") none is.
+func isWarmIngress(np *networkingv1.NetworkPolicy, operatorNS string) bool {
+	agent := np.Labels[sandbox.LabelAgent]
+	sel := np.Spec.PodSelector
+	if operatorNS == "" || agent == "" || np.Name != sandbox.WarmIngressName(agent) ||
+		np.Labels[sandbox.LabelManagedBy] != sandbox.ManagedBy ||
+		!maps.Equal(sel.MatchLabels, map[string]string{sandbox.LabelAgent: agent, sandbox.LabelManagedBy: sandbox.ManagedBy}) ||
+		len(sel.MatchExpressions) != 1 || sel.MatchExpressions[0].Key != sandbox.LabelWarm ||
+		sel.MatchExpressions[0].Operator != metav1.LabelSelectorOpExists || len(sel.MatchExpressions[0].Values) != 0 ||
+		!slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) ||
+		len(np.Spec.Egress) != 0 || len(np.Spec.Ingress) != 1 {
+		return false
+	}
+	rule := np.Spec.Ingress[0]
+	if len(rule.Ports) != 1 || len(rule.From) != 1 {
+		return false
+	}
+	port := rule.Ports[0]
+	if (port.Protocol != nil && *port.Protocol != corev1.ProtocolTCP) || port.Port == nil ||
+		port.Port.Type != intstr.Int || port.Port.IntVal != runner.HandoffPort || port.EndPort != nil {
+		return false
+	}
+	peer := rule.From[0]
+	return peer.IPBlock == nil &&
+		exactLabels(peer.PodSelector, map[string]string{labelPartOf: "kubeskills", labelComponent: "manager"}) &&
+		exactLabels(peer.NamespaceSelector, map[string]string{corev1.LabelMetadataName: operatorNS})
+}
+
+// exactLabels tells whether sel is exactly the selector of the labels
+// want: no more, no fewer, and no expressions.
+func exactLabels(sel *metav1.LabelSelector, want map[string]string) bool {
+	return sel != nil && len(sel.MatchExpressions) == 0 && maps.Equal(sel.MatchLabels, want)
+}
+
 // sandboxOpening tells what np opens for sandbox pods beyond their fence:
-// "" when it selects none, is a run's own fence, or allows nothing.
-// NetworkPolicies are additive: a pod selected by several may send and
-// receive what any of them allows.
-func sandboxOpening(np *networkingv1.NetworkPolicy) string {
-	if isOperatorFence(np) || !selectsSandboxPods(np.Spec.PodSelector) {
+// "" when it selects none, is a run's own fence or the handoff opening of
+// an agent's warm sandboxes to the operator in operatorNS, or allows
+// nothing. NetworkPolicies are additive: a pod selected by several may
+// send and receive what any of them allows.
+func sandboxOpening(np *networkingv1.NetworkPolicy, operatorNS string) string {
+	if isOperatorFence(np) || isWarmIngress(np, operatorNS) || !selectsSandboxPods(np.Spec.PodSelector) {
 		return ""
 	}
 	ingress, egress := policyTypes(np)

@@ -242,6 +242,10 @@ func TestSandboxOpening(t *testing.T) {
 		{np("not-web", sel(nil, metav1.LabelSelectorRequirement{Key: "app", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}}), egress, anywhere, nil),
 			"NetworkPolicy not-web selects sandbox pods and allows egress to anywhere on any port"},
 		{np("allow-egress-except-sandboxes", sel(nil, metav1.LabelSelectorRequirement{Key: sandbox.LabelCommandRun, Operator: metav1.LabelSelectorOpDoesNotExist}), egress, anywhere, nil), ""},
+		{np("warm", sel(nil, metav1.LabelSelectorRequirement{Key: sandbox.LabelWarm, Operator: metav1.LabelSelectorOpExists}), egress, anywhere, nil),
+			"NetworkPolicy warm selects sandbox pods and allows egress to anywhere on any port"},
+		{np("cold", sel(map[string]string{sandbox.LabelManagedBy: "kubeskills"}, metav1.LabelSelectorRequirement{Key: sandbox.LabelWarm, Operator: metav1.LabelSelectorOpDoesNotExist}), egress, anywhere, nil),
+			"NetworkPolicy cold selects sandbox pods and allows egress to anywhere on any port"},
 		{np("unmanaged", sel(nil, metav1.LabelSelectorRequirement{Key: sandbox.LabelManagedBy, Operator: metav1.LabelSelectorOpDoesNotExist}), egress, anywhere, nil), ""},
 		{np("not-ours", sel(nil, metav1.LabelSelectorRequirement{Key: sandbox.LabelManagedBy, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kubeskills"}}), egress, anywhere, nil), ""},
 		{np("ingress", sel(nil), nil, nil, []networkingv1.NetworkPolicyIngressRule{{}}),
@@ -254,8 +258,114 @@ func TestSandboxOpening(t *testing.T) {
 		{tampered, "NetworkPolicy " + tampered.Name + " selects every pod of the namespace and allows egress to 0.0.0.0/0 on any port"},
 		{widened, "NetworkPolicy " + widened.Name + " selects sandbox pods and allows egress to 0.0.0.0/0 on any port"},
 	} {
-		if got := sandboxOpening(tc.np); got != tc.want {
+		if got := sandboxOpening(tc.np, "kubeskills-system"); got != tc.want {
 			t.Errorf("sandboxOpening(%s) = %q, want %q", tc.np.Name, got, tc.want)
+		}
+	}
+}
+
+// warmIngressOf is the opening the operator makes for agent ops's warm
+// sandboxes, built as the warm pool reconciler builds it, with the
+// operator in kubeskills-system.
+func warmIngressOf() *networkingv1.NetworkPolicy {
+	agent := &skillsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: "ops"}}
+	return sandbox.WarmIngress(agent, []networkingv1.NetworkPolicyPeer{{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kubeskills-system"}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: controller.OperatorPodLabels},
+	}})
+}
+
+// TestSandboxOpeningWarmIngress: the doctor takes the opening of an
+// agent's warm sandboxes to the operator, exactly as the operator makes
+// it, for the operator's own; any broader one, or one whose operator
+// namespace is unknown, opens sandboxes.
+func TestSandboxOpeningWarmIngress(t *testing.T) {
+	const opNS = "kubeskills-system"
+	if got := sandboxOpening(warmIngressOf(), opNS); got != "" {
+		t.Fatalf("sandboxOpening(the operator's warm ingress) = %q, want none", got)
+	}
+	// The API server fills in TCP when a port names no protocol.
+	defaulted := warmIngressOf()
+	defaulted.Spec.Ingress[0].Ports[0].Protocol = nil
+	if got := sandboxOpening(defaulted, opNS); got != "" {
+		t.Errorf("sandboxOpening(warm ingress without a protocol) = %q, want none", got)
+	}
+	operator := "pods of other namespaces on TCP/8070"
+	for _, tc := range []struct {
+		name   string
+		opNS   string
+		change func(np *networkingv1.NetworkPolicy)
+		want   string
+	}{
+		{"operator unknown", "", func(*networkingv1.NetworkPolicy) {}, operator},
+		{"another operator namespace", "kubeskills", func(*networkingv1.NetworkPolicy) {}, operator},
+		{"from anywhere", opNS, func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].From = nil }, "anywhere on TCP/8070"},
+		{"from every pod of the namespace", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].From = append(np.Spec.Ingress[0].From, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}})
+		}, "pods of other namespaces, pods of the namespace on TCP/8070"},
+		{"from an address block", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].From[0].IPBlock = &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}
+		}, "10.0.0.0/8 on TCP/8070"},
+		{"from every namespace", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].From[0].NamespaceSelector = &metav1.LabelSelector{}
+		}, operator},
+		{"from the agent's namespace", opNS, func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].From[0].NamespaceSelector = nil },
+			"pods of the namespace on TCP/8070"},
+		{"from any pod of the operator's namespace", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].From[0].PodSelector = &metav1.LabelSelector{}
+		}, operator},
+		{"from the operator's pods and others", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].From[0].PodSelector.MatchLabels = map[string]string{"app.kubernetes.io/part-of": "kubeskills"}
+		}, operator},
+		{"on any port", opNS, func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].Ports = nil }, "pods of other namespaces on any port"},
+		{"on another port", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].Ports[0].Port = ptr.To(intstr.FromInt32(22))
+		}, "pods of other namespaces on TCP/22"},
+		{"on a range of ports", opNS, func(np *networkingv1.NetworkPolicy) { np.Spec.Ingress[0].Ports[0].EndPort = ptr.To[int32](9000) }, operator},
+		{"on a named port", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].Ports[0].Port = ptr.To(intstr.FromString("handoff"))
+		}, "pods of other namespaces on TCP/handoff"},
+		{"over UDP", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress[0].Ports[0].Protocol = ptr.To(corev1.ProtocolUDP)
+		}, "pods of other namespaces on UDP/8070"},
+		{"with a second rule", opNS, func(np *networkingv1.NetworkPolicy) {
+			np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
+		}, operator + " and anywhere on any port"},
+	} {
+		np := warmIngressOf()
+		tc.change(np)
+		want := "NetworkPolicy agent-ops.warm selects sandbox pods and allows ingress from " + tc.want
+		if got := sandboxOpening(np, tc.opNS); got != want {
+			t.Errorf("%s: sandboxOpening = %q, want %q", tc.name, got, want)
+		}
+	}
+	// Selecting more pods than the agent's warm ones, or letting them
+	// send anywhere, is not the operator's opening either.
+	for _, tc := range []struct {
+		name   string
+		change func(np *networkingv1.NetworkPolicy)
+		want   string
+	}{
+		{"every sandbox of the agent", func(np *networkingv1.NetworkPolicy) { np.Spec.PodSelector.MatchExpressions = nil },
+			"selects sandbox pods and allows ingress from " + operator},
+		{"every warm sandbox", func(np *networkingv1.NetworkPolicy) { delete(np.Spec.PodSelector.MatchLabels, sandbox.LabelAgent) },
+			"selects sandbox pods and allows ingress from " + operator},
+		{"every pod", func(np *networkingv1.NetworkPolicy) { np.Spec.PodSelector = metav1.LabelSelector{} },
+			"selects every pod of the namespace and allows ingress from " + operator},
+		{"egress too", func(np *networkingv1.NetworkPolicy) {
+			np.Spec.PolicyTypes = append(np.Spec.PolicyTypes, networkingv1.PolicyTypeEgress)
+			np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}}
+		}, "selects sandbox pods and allows egress to anywhere on any port, ingress from " + operator},
+		{"another agent's name", func(np *networkingv1.NetworkPolicy) { np.Name = "agent-web.warm" },
+			"selects sandbox pods and allows ingress from " + operator},
+		{"not managed", func(np *networkingv1.NetworkPolicy) { delete(np.Labels, sandbox.LabelManagedBy) },
+			"selects sandbox pods and allows ingress from " + operator},
+	} {
+		np := warmIngressOf()
+		tc.change(np)
+		want := "NetworkPolicy " + np.Name + " " + tc.want
+		if got := sandboxOpening(np, opNS); got != want {
+			t.Errorf("%s: sandboxOpening = %q, want %q", tc.name, got, want)
 		}
 	}
 }
