@@ -30,8 +30,10 @@ import (
 // its command started, and then the run must still succeed), no approved
 // run may be lost, every result must be what the command printed, and the
 // manager's goroutines and memory must come back to where they were.
-// `make e2e` runs the short form as a step; `make chaos` runs the long
-// form and the load test (TestChaos).
+// The warm faults (chaos_warm_test.go) do the same with the agent
+// "chaos-warm", whose commands run in warm sandboxes, and kill those
+// sandboxes around their handoff. `make e2e` runs the short form as a
+// step; `make chaos` runs the long form and the load test (TestChaos).
 
 const chaosAgent = "chaos"
 
@@ -87,7 +89,10 @@ type chaosRun struct {
 	key  string
 	kind commandKind
 	name string
-	// victim: its sandbox pod was deleted by hand while the command ran.
+	// agent files it; chaosAgent when empty.
+	agent string
+	// victim: its sandbox pod was deleted by hand while the command ran,
+	// or, a warm one, as the run was filed (killWarmBeforeHandoff).
 	victim bool
 	// atStart: the kubelet was restarted while its sandbox started
 	// (restartKubeletAtStart); it must end Succeeded.
@@ -95,6 +100,9 @@ type chaosRun struct {
 	// retried: its Job made a second pod after the first was lost
 	// before the command started (check).
 	retried bool
+	// killed names the warm pod a warm fault killed, to hand it the run
+	// or while it ran the run.
+	killed string
 }
 
 // command is the run's command line; starts is the counter's address.
@@ -116,8 +124,10 @@ func (r chaosRun) command(starts string) string {
 // again, with the runs it filed itself, which are checked with the
 // round's runs.
 type fault struct {
-	name   string
-	loud   bool
+	name string
+	loud bool
+	// agent files the round's runs; chaosAgent when empty.
+	agent  string
 	inject func(t *testing.T, x *chaos, runs []*chaosRun) []*chaosRun
 }
 
@@ -157,6 +167,11 @@ type faultReport struct {
 	Seconds float64        `json:"seconds"`
 	// RetriedAtStart: as chaosReport's, for the round's runs.
 	RetriedAtStart int `json:"retriedAtStart,omitempty"`
+	// Sandboxes counts where the round's runs ran: "warm pod", "Job" or
+	// "none".
+	Sandboxes map[string]int `json:"sandboxes,omitempty"`
+	// Notes say what the fault did, when it says more than its name.
+	Notes []string `json:"notes,omitempty"`
 	// Before and After are the leading manager's level before the round
 	// and once its runs ended.
 	Before   managerLevel `json:"before"`
@@ -178,8 +193,11 @@ func (r *chaosReport) write(t *testing.T) {
 		if f.RetriedAtStart > 0 {
 			retried = fmt.Sprintf("  %d in a second pod", f.RetriedAtStart)
 		}
-		fmt.Printf("  round %d  %-55s %3d runs %5.1fs  goroutines %d→%d  RSS %.0f→%.0f MiB  %v%s\n", f.Round, f.Fault, f.Runs,
-			f.Seconds, f.Before.Goroutines, f.After.Goroutines, f.Before.RSSMiB, f.After.RSSMiB, f.Phases, retried)
+		fmt.Printf("  round %d  %-55s %3d runs %5.1fs  goroutines %d→%d  RSS %.0f→%.0f MiB  %v %v%s\n", f.Round, f.Fault, f.Runs,
+			f.Seconds, f.Before.Goroutines, f.After.Goroutines, f.Before.RSSMiB, f.After.RSSMiB, f.Phases, f.Sandboxes, retried)
+		for _, n := range f.Notes {
+			fmt.Println("    note:", n)
+		}
 		for _, p := range f.Problems {
 			fmt.Println("    problem:", p)
 		}
@@ -191,6 +209,9 @@ func (r *chaosReport) write(t *testing.T) {
 func chaosShort(t *testing.T, _ *state) {
 	x := newChaos(t, shortChaos)
 	x.play(t)
+	if !t.Failed() {
+		x.playWarm(t)
+	}
 	x.report.write(t)
 	report.set("chaos runs, lost, duplicated, wrong", fmt.Sprintf("%d, %d, %d, %d",
 		x.report.Runs, x.report.Lost, x.report.Duplicated, x.report.WrongResults))
@@ -210,6 +231,7 @@ func TestChaos(t *testing.T) {
 	x := newChaos(t, longChaos)
 	defer x.report.write(t)
 	t.Run("faults", func(t *testing.T) { x.play(t) })
+	t.Run("warm faults", func(t *testing.T) { x.playWarm(t) })
 	t.Run("load", func(t *testing.T) { x.report.Load = loadTest(t, x) })
 	if !x.report.ok() {
 		t.Errorf("chaos: %d lost, %d duplicated, %d wrong results (bin/chaos/report.json)", x.report.Lost, x.report.Duplicated, x.report.WrongResults)
@@ -218,10 +240,15 @@ func TestChaos(t *testing.T) {
 
 // chaos is a chaos test's state.
 type chaos struct {
-	agent  agentAPI
-	runs   client.Client // acts as the agent's ServiceAccount
-	starts string        // the start counter's address, for commands
-	report *chaosReport
+	agent agentAPI
+	runs  client.Client // acts as the agent's ServiceAccount
+	// warmRuns acts as the ServiceAccount of the agent chaos-warm, once
+	// playWarm installed it.
+	warmRuns client.Client
+	starts   string // the start counter's address, for commands
+	report   *chaosReport
+	// notes are what the fault under way did (note).
+	notes []string
 	// prefix and seq make run names unique on a cluster that runs the
 	// tests again.
 	prefix string
@@ -268,12 +295,14 @@ func (x *chaos) play(t *testing.T) {
 // stay, which are not a leak.
 func (x *chaos) round(t *testing.T, round int, f fault) {
 	start := time.Now()
-	fr := faultReport{Fault: f.name, Round: round, Before: leaderLevel(t)}
-	runs := x.file(t, kindsFor(x.report.Form.Runs, f.loud))
+	fr := faultReport{Fault: f.name, Round: round, Before: leaderLevel(t), Sandboxes: map[string]int{}}
+	runs := x.fileAs(t, f.agent, kindsFor(x.report.Form.Runs, f.loud))
 	x.waitUnderWay(t, runs)
 	x.approve(t, runs, askBefore)
 	if f.inject != nil {
+		x.notes = nil
 		runs = append(runs, f.inject(t, x, runs)...)
+		fr.Notes = x.notes
 		x.report.Restarts++
 	}
 	x.approve(t, runs, askAfter)
@@ -283,7 +312,11 @@ func (x *chaos) round(t *testing.T, round int, f fault) {
 	for _, r := range runs {
 		run := ended[r.name]
 		fr.Phases[string(run.Status.Phase)]++
+		fr.Sandboxes[sandboxOf(t, run)]++
 		fr.Problems = append(fr.Problems, x.check(t, r, run, starts[r.key])...)
+		if r.killed != "" {
+			fr.Notes = append(fr.Notes, runStory(t, run))
+		}
 		if r.retried {
 			fr.RetriedAtStart++
 		}
@@ -298,31 +331,65 @@ func (x *chaos) round(t *testing.T, round int, f fault) {
 	last.Seconds = time.Since(start).Seconds()
 }
 
-// file creates one CommandRun of each kind, as the agent does.
+// file creates one CommandRun of each kind, as the chaos agent does.
 func (x *chaos) file(t *testing.T, kinds []commandKind) []*chaosRun {
+	t.Helper()
+	return x.fileAs(t, chaosAgent, kinds)
+}
+
+// fileAs creates one CommandRun of each kind, as agent does (chaosAgent
+// when empty).
+func (x *chaos) fileAs(t *testing.T, agent string, kinds []commandKind) []*chaosRun {
 	t.Helper()
 	runs := make([]*chaosRun, len(kinds))
 	for i, k := range kinds {
-		runs[i] = x.fileRun(t, k, "")
+		runs[i] = x.fileRunAs(t, agent, k, "")
 	}
 	return runs
 }
 
-// fileRun creates a CommandRun of kind for skill (none when empty).
+// fileRun creates a CommandRun of kind for skill (none when empty), as the
+// chaos agent does.
 func (x *chaos) fileRun(t *testing.T, kind commandKind, skill string) *chaosRun {
 	t.Helper()
+	return x.fileRunAs(t, chaosAgent, kind, skill)
+}
+
+// fileRunAs creates a CommandRun of kind for skill (none when empty), as
+// agent does (chaosAgent when empty).
+func (x *chaos) fileRunAs(t *testing.T, agent string, kind commandKind, skill string) *chaosRun {
+	t.Helper()
+	if agent == "" {
+		agent = chaosAgent
+	}
+	runs := x.runs
+	if agent == chaosWarmAgent {
+		runs = x.warmRuns
+	}
 	x.seq++
-	r := &chaosRun{key: fmt.Sprintf("%s-%d", x.prefix, x.seq), kind: kind}
-	r.name = chaosAgent + "-" + r.key
+	r := &chaosRun{key: fmt.Sprintf("%s-%d", x.prefix, x.seq), kind: kind, agent: agent}
+	r.name = agent + "-" + r.key
 	run := &skillsv1.CommandRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name},
-		Spec: skillsv1.CommandRunSpec{Agent: chaosAgent, Command: r.command(x.starts), Skill: skill,
-			RequestedBy: "system:serviceaccount:" + ns + ":agent-" + chaosAgent},
+		Spec: skillsv1.CommandRunSpec{Agent: agent, Command: r.command(x.starts), Skill: skill,
+			RequestedBy: "system:serviceaccount:" + ns + ":agent-" + agent},
 	}
-	if err := x.runs.Create(context.Background(), run); err != nil {
+	if err := runs.Create(context.Background(), run); err != nil {
 		t.Fatalf("failed to file %s: %v", r.name, err)
 	}
 	return r
+}
+
+// sandboxOf says where a run ran: "warm pod", "Job", or "none".
+func sandboxOf(t *testing.T, run skillsv1.CommandRun) string {
+	t.Helper()
+	switch {
+	case run.Status.WarmPod != "":
+		return "warm pod"
+	case run.Status.JobName != "" || jobsOf(t, run.Name) > 0:
+		return "Job"
+	}
+	return "none"
 }
 
 // waitUnderWay waits until the long commands have started and the asked
@@ -427,9 +494,8 @@ func (x *chaos) check(t *testing.T, r *chaosRun, run skillsv1.CommandRun, starte
 		// its end within the pod's grace period (then it is checked as any
 		// other), it failed and says why: the runner was stopped, or the
 		// pod went before its result was read.
-		if run.Status.Phase != skillsv1.PhaseFailed || res == nil ||
-			!strings.Contains(res.Message, "signal") && !strings.Contains(res.Message, "deleted") {
-			problem(&x.report.WrongResults, "its pod was deleted mid-command, yet it ended %s: %+v", run.Status.Phase, res)
+		if !failedForItsPod(run) {
+			problem(&x.report.WrongResults, "its pod was deleted mid-command, yet it ended %s: %+v; %s", run.Status.Phase, res, runMessage(run))
 		}
 	case !r.atStart && run.Status.Phase == skillsv1.PhaseFailed && started == 0 && res != nil &&
 		strings.Contains(res.Message, "without running the command"):
@@ -447,6 +513,23 @@ func (x *chaos) check(t *testing.T, r *chaosRun, run skillsv1.CommandRun, starte
 		problem(&x.report.WrongResults, "its output is not what the command printed: %q (truncated %v)", res.Stdout, res.StdoutTruncated)
 	}
 	return problems
+}
+
+// failedForItsPod tells whether a run failed saying its sandbox was
+// stopped: its result says the runner got a signal, its pod was deleted
+// or it reported no result (the runner itself was killed), or, a warm
+// sandbox's run whose result never came, the status says the pod was
+// deleted before it reported one, and that the command is not run again.
+func failedForItsPod(run skillsv1.CommandRun) bool {
+	res := run.Status.Result
+	switch {
+	case run.Status.Phase != skillsv1.PhaseFailed:
+		return false
+	case res != nil:
+		return strings.Contains(res.Message, "signal") || strings.Contains(res.Message, "deleted") ||
+			strings.Contains(res.Message, "reported no result")
+	}
+	return strings.Contains(runMessage(run), "was deleted before it reported a result")
 }
 
 // outputMatches reports whether a result is what the command printed.

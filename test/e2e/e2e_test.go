@@ -89,6 +89,8 @@ type state struct {
 	podUID types.UID
 	// kube is the API of the agent whose commands have an identity.
 	kube agentAPI
+	// warm is the API of the agent whose commands run in warm sandboxes.
+	warm agentAPI
 	// mcpClient is the directory of the installed MCP client
 	// (installMCPClient).
 	mcpClient string
@@ -117,6 +119,7 @@ func TestEndToEnd(t *testing.T) {
 		{"7 sandbox is locked down", lockedDown},
 		{"8 skill edits reach the running agent", skillEdits},
 		{"9 manager restart mid-run", managerRestart},
+		{"9b warm sandboxes: a chat's command, the pod's single use and the channel's fence", warmSandboxes},
 		{"10 command latency", latency},
 		{"11 commands operate the cluster with the policy's identity", commandsOperateTheCluster},
 		{"12 an MCP client lists the skills, reads their files and runs a command", mcpClientDrivesTheAgent},

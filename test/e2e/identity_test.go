@@ -13,9 +13,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 )
 
@@ -110,7 +112,7 @@ func commandsOperateTheCluster(t *testing.T, s *state) {
 // tokenStaysInTheSandbox: the token is mounted in the command container
 // only, never in an init container nor in any other pod, and the API
 // server refuses it once the sandbox pod is gone, which it is before the
-// agent sees the command's output.
+// agent sees the command's output; in a Job's sandbox and in a warm one.
 func tokenStaysInTheSandbox(t *testing.T, s *state) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -159,32 +161,81 @@ func tokenStaysInTheSandbox(t *testing.T, s *state) {
 	var pods corev1.PodList
 	g.Expect(c.client.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{sandbox.LabelCommandRun: res.Run})).To(Succeed())
 	g.Expect(pods.Items).To(BeEmpty(), "the sandbox pod of a run with an identity outlives its result")
-	g.Eventually(func(g Gomega) {
+	tokenDies(t, token)
+
+	// The same in a warm sandbox: it runs as the policy's identity, with a
+	// token bound to it, and is deleted, the token with it, before the
+	// agent sees the output.
+	setWarm(t, kubeAgent, warmPool)
+	res = runWarm(t, s.kube, kubeAgent, "cat "+tokenPath)
+	g.Expect(res.ExitCode).To(HaveValue(BeEquivalentTo(0)), "%s %s", res.Message, res.Stderr)
+	warmToken := strings.TrimSpace(res.Stdout)
+	g.Expect(warmToken).To(HavePrefix("ey"), "a JWT")
+	g.Expect(warmToken).NotTo(Equal(token))
+	run := getRun(t, res.Run)
+	g.Expect(run.Status.ServiceAccountName).To(Equal(viewer))
+	var used corev1.Pod
+	err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Status.WarmPod}, &used)
+	g.Expect(apierrors.IsNotFound(err) || err == nil && used.DeletionTimestamp != nil).To(BeTrue(),
+		"warm pod %s of a run with an identity outlives its result: %v", run.Status.WarmPod, err)
+	tokenDies(t, warmToken)
+	setWarm(t, kubeAgent, 0)
+}
+
+// tokenDies waits until the API server refuses a sandbox's token, which
+// it once accepted.
+func tokenDies(t *testing.T, token string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
 		review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
-		g.Expect(c.client.Create(ctx, review)).To(Succeed())
+		g.Expect(c.client.Create(context.Background(), review)).To(Succeed())
 		g.Expect(review.Status.Authenticated).To(BeFalse(), "the token of a deleted sandbox pod is accepted")
 		g.Expect(review.Status.Error).NotTo(ContainSubstring("signature"), "the token was never valid")
 	}, 30*time.Second, time.Second).Should(Succeed())
 }
 
 // fenceHolds: a sandbox without identity and egress reaches nothing; an
-// egress.cidrs rule opens exactly that address and port.
+// egress.cidrs rule opens exactly that address and port. The same holds in
+// the agent's warm sandboxes as in its Jobs: the channel opens nothing but
+// the handoff port to the operator.
 func fenceHolds(t *testing.T, s *state) {
 	g := NewWithT(t)
 	fenced := installAgentWith(t, fencedAgent, "test/e2e/testdata/fenced-agent-values.yaml")
 	webPod, modelPod := podIP(t, "web"), podIP(t, "model")
+	inJob := func(cmd string) commandResult {
+		return runInJob(t, func(cmd string) commandResult { return fenced.run(t, cmd) }, cmd)
+	}
+	inWarm := func(cmd string) commandResult { return runWarm(t, fenced, fencedAgent, cmd) }
+	closed := func(run func(string) commandResult, where string) {
+		unreachable(g, run(curl("-k https://"+apiServerIP+"/readyz")), "the API server's ClusterIP from "+where)
+		unreachable(g, run(curl(fmt.Sprintf("http://%s:8080/index.html", s.webIP))), "the web Service from "+where)
+		unreachable(g, run(curl(fmt.Sprintf("http://%s:8080/index.html", webPod))), "the web pod from "+where)
+	}
+	opened := func(run func(string) commandResult, where string) {
+		g.Eventually(func(g Gomega) {
+			res := run(curl(fmt.Sprintf("http://%s:8080/index.html", webPod)))
+			g.Expect(res.ExitCode).To(HaveValue(BeEquivalentTo(0)), "%s: %s %s", where, res.Message, res.Stderr)
+			g.Expect(res.Stdout).To(ContainSubstring("hello from the fixture web server"))
+		}, time.Minute, time.Second).Should(Succeed())
+		unreachable(g, run(curl(fmt.Sprintf("http://%s:8080/healthz", modelPod))), "another pod on the same port from "+where)
+		unreachable(g, run(curl("-k https://"+apiServerIP+"/readyz")), "the API server's ClusterIP from "+where)
+	}
 
-	unreachable(g, fenced.run(t, curl("-k https://"+apiServerIP+"/readyz")), "the API server's ClusterIP")
-	unreachable(g, fenced.run(t, curl(fmt.Sprintf("http://%s:8080/index.html", s.webIP))), "the web Service")
-	unreachable(g, fenced.run(t, curl(fmt.Sprintf("http://%s:8080/index.html", webPod))), "the web pod")
+	closed(inJob, "a Job")
+	setWarm(t, fencedAgent, warmPool)
+	closed(inWarm, "a warm sandbox")
+	pods := waitWarm(t, fencedAgent, warmPool, nil)
+	unreachable(g, inWarm(curl(fmt.Sprintf("http://%s:%d%s", pods[1].Status.PodIP, runner.HandoffPort, runner.HandoffPath))),
+		"another warm sandbox's handoff port from a warm sandbox")
+	shape := waitWarm(t, fencedAgent, warmPool, nil)[0].Labels[sandbox.LabelWarm]
 
-	c.mustHelm(t, "upgrade", fencedAgent, "charts/agent", "-n", ns, "--reuse-values",
+	c.mustHelm(t, "upgrade", fencedAgent, "charts/agent", "-n", ns, "--reuse-values", "--set", fmt.Sprintf("sandbox.warm=%d", warmPool),
 		"--set", "policy.sandbox.egress.cidrs[0]="+webPod+"/32", "--set", "policy.sandbox.egress.ports[0]=8080")
-	g.Eventually(func(g Gomega) {
-		res := fenced.run(t, curl(fmt.Sprintf("http://%s:8080/index.html", webPod)))
-		g.Expect(res.ExitCode).To(HaveValue(BeEquivalentTo(0)), "%s %s", res.Message, res.Stderr)
-		g.Expect(res.Stdout).To(ContainSubstring("hello from the fixture web server"))
-	}, time.Minute, time.Second).Should(Succeed())
-	unreachable(g, fenced.run(t, curl(fmt.Sprintf("http://%s:8080/healthz", modelPod))), "another pod on the same port")
-	unreachable(g, fenced.run(t, curl("-k https://"+apiServerIP+"/readyz")), "the API server's ClusterIP")
+	// The policy's new egress is a new shape: the waiting sandboxes of the
+	// old one are replaced.
+	waitWarm(t, fencedAgent, warmPool, func(p *corev1.Pod) bool { return p.Labels[sandbox.LabelWarm] != shape })
+	opened(inWarm, "a warm sandbox")
+	setWarm(t, fencedAgent, 0)
+	g.Eventually(func(g Gomega) { g.Expect(warmPods(g, fencedAgent)).To(BeEmpty()) }, time.Minute, 100*time.Millisecond).Should(Succeed())
+	opened(inJob, "a Job")
 }
