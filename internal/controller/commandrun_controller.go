@@ -129,6 +129,9 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetFence(req.NamespacedName)
+			if r.Warm != nil {
+				r.Warm.forgetRun(req.NamespacedName)
+			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -186,6 +189,9 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.
 	// though it changes nothing else: kstatus reads observedGeneration.
 	run.Status.ObservedGeneration = run.Generation
 	if run.Status.Phase.Terminal() {
+		if r.Warm != nil {
+			r.Warm.forget(run.UID)
+		}
 		return r.tidyEnded(ctx, run)
 	}
 	run.Status.ShortCommand = shortCommand(run.Spec.Command)

@@ -136,7 +136,7 @@ func (r *CommandRunReconciler) takeWarmPod(ctx context.Context, agent *skillsv1.
 		if err := r.List(ctx, &runs, client.InNamespace(pod.Namespace), client.MatchingFields{IndexRunWarmPod: pod.Name}); err != nil {
 			return nil, fmt.Errorf("failed to list the runs of warm pod %s: %w", klog.KObj(pod), err)
 		}
-		if len(runs.Items) > 0 {
+		if len(runs.Items) > 0 || r.Warm.tried(uid, client.ObjectKeyFromObject(pod)) {
 			continue
 		}
 		if r.Warm.claim(client.ObjectKeyFromObject(pod), uid) {
@@ -164,7 +164,7 @@ func (r *CommandRunReconciler) runsWarm(ctx context.Context, p *runPass) (follow
 	if run.Status.Result != nil {
 		return true, 0, r.endWarm(ctx, p)
 	}
-	call := r.Warm.outcome(run.UID)
+	call := r.Warm.outcome(run.UID, key)
 	switch {
 	case call != nil && !call.done:
 		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in warm sandbox %s", name), r.now())

@@ -63,7 +63,10 @@ type WarmPool struct {
 	ctx    context.Context
 	key    []byte
 	claims map[types.NamespacedName]types.UID
-	calls  map[types.UID]*handoffCall
+	// calls holds each run's handoffs by pod, until the run ends or is
+	// deleted: a refusal is remembered while a status that names the pod
+	// may still be read, whatever the cache shows.
+	calls map[types.UID]map[types.NamespacedName]*handoffCall
 
 	// Wake receives the runs whose handoff ended; Refill the agents one
 	// of whose warm pods was taken.
@@ -73,7 +76,7 @@ type WarmPool struct {
 
 // handoffCall is one handoff under way in this process, and its outcome.
 type handoffCall struct {
-	pod types.NamespacedName
+	run, pod types.NamespacedName
 	// fresh: the run's first handoff, made just after its status named
 	// the pod, so that no earlier one can have been taken.
 	fresh bool
@@ -89,7 +92,7 @@ func NewWarmPool(c client.Client, live client.Reader, namespace string) *WarmPoo
 	return &WarmPool{
 		Client: c, Live: live, Namespace: namespace,
 		claims: map[types.NamespacedName]types.UID{},
-		calls:  map[types.UID]*handoffCall{},
+		calls:  map[types.UID]map[types.NamespacedName]*handoffCall{},
 		Wake:   make(chan event.GenericEvent, 256),
 		Refill: make(chan event.GenericEvent, 256),
 	}
@@ -196,28 +199,58 @@ func (w *WarmPool) claimed(pod types.NamespacedName) bool {
 	return ok
 }
 
-// release forgets the run's claim and handoff: the run ended, or goes
-// elsewhere.
+// release gives up the run's claim of pod: the run ended, or goes
+// elsewhere. What its handoffs answered is kept until forget.
 func (w *WarmPool) release(pod types.NamespacedName, uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.claims[pod] == uid {
 		delete(w.claims, pod)
 	}
+}
+
+// forget drops the handoffs of the run with UID uid: it has ended.
+func (w *WarmPool) forget(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	delete(w.calls, uid)
 }
 
-// outcome returns the handoff of the run with UID uid in this process:
-// nil when there is none, one not done yet while it is under way.
-func (w *WarmPool) outcome(uid types.UID) *handoffCall {
+// forgetRun drops the handoffs of the run named key: it was deleted.
+func (w *WarmPool) forgetRun(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c, ok := w.calls[uid]
+	for uid, pods := range w.calls {
+		for _, c := range pods {
+			if c.run == key {
+				delete(w.calls, uid)
+			}
+			break
+		}
+	}
+}
+
+// outcome returns the handoff of the run with UID uid to pod in this
+// process: nil when there is none, one not done yet while it is under way.
+func (w *WarmPool) outcome(uid types.UID, pod types.NamespacedName) *handoffCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.calls[uid][pod]
 	if !ok {
 		return nil
 	}
 	copied := *c
 	return &copied
+}
+
+// tried tells whether the run with UID uid was handed to pod in this
+// process: a pod that refused it is not handed it again, even when the
+// cache still shows the pod waiting.
+func (w *WarmPool) tried(uid types.UID, pod types.NamespacedName) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.calls[uid][pod]
+	return ok
 }
 
 // handOff starts handing h to pod, unless a handoff of the run is under
@@ -231,21 +264,24 @@ func (w *WarmPool) handOff(ctx context.Context, run *skillsv1.CommandRun, pod *c
 	key := client.ObjectKeyFromObject(pod)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c, ok := w.calls[run.UID]; ok && !c.done {
+	if c, ok := w.calls[run.UID][key]; ok && !c.done {
 		return nil
 	}
 	if w.ctx == nil {
 		return errors.New("the warm pool has not started")
 	}
-	call := &handoffCall{pod: key, fresh: fresh}
-	w.calls[run.UID] = call
+	runKey := client.ObjectKeyFromObject(run)
+	call := &handoffCall{run: runKey, pod: key, fresh: fresh}
+	if w.calls[run.UID] == nil {
+		w.calls[run.UID] = map[types.NamespacedName]*handoffCall{}
+	}
+	w.calls[run.UID][key] = call
 	w.claims[key] = run.UID
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(w.port()))
 	httpClient := w.HTTP
 	if httpClient == nil {
 		httpClient = &http.Client{}
 	}
-	runKey := client.ObjectKeyFromObject(run)
 	go func(ctx context.Context) {
 		res, err := runner.HandOff(ctx, httpClient, addr, secret, h, nil)
 		w.mu.Lock()

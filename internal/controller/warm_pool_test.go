@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -383,6 +384,52 @@ func TestWarmPodDeletedMidCommand(t *testing.T) {
 	run = waitPhase(t, ns, "orphaned", skillsv1.PhaseFailed)
 	g.Expect(condition(run.Status.Conditions, skillsv1.SucceededCondition).Message).To(ContainSubstring("is not run again"))
 	g.Consistently(func(g Gomega) { g.Expect(jobs(g, ns, "orphaned")).To(BeEmpty()) }, 300*time.Millisecond, interval).Should(Succeed())
+}
+
+// TestWarmPodWhoseRunnerDiedPassesTheRunOn: a warm pod shown running
+// whose runner was killed (nothing answers at its address) refuses the
+// handoff; the kubelet then reports its container killed, without a
+// result. The run was never handed over, so it runs once, in a Job, and
+// is not failed for what the dead pod did not report.
+func TestWarmPodWhoseRunnerDiedPassesTheRunOn(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := warmSetup(t, 1, 0, nil)
+	var pod corev1.Pod
+	g.Eventually(func(g Gomega) {
+		pods := warmPods(g, ns)
+		g.Expect(pods).To(HaveLen(1))
+		pod = pods[0]
+	}, timeout, interval).Should(Succeed())
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.255.254", StartTime: &now,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: sandbox.ContainerCommand, Started: ptr.To(true), Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
+	g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+
+	g.Expect(k8s.Create(ctx, warmRun(ns, "passed-on", "echo hi"))).To(Succeed())
+	var run skillsv1.CommandRun
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, keyOf(ns, "passed-on"), &run)).To(Succeed())
+		g.Expect(run.Status.WarmPod + run.Status.JobName).NotTo(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	g.Expect(k8s.Get(ctx, keyOf(ns, pod.Name), &pod)).To(Succeed())
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses[0].Started = ptr.To(false)
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 137, Reason: "Error", StartedAt: now, FinishedAt: metav1.Now()}}
+	g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, keyOf(ns, "passed-on"), &run)).To(Succeed())
+		g.Expect(run.Status.Phase.Terminal()).To(BeFalse(), "%s: %v", run.Status.Phase, run.Status.Conditions)
+		g.Expect(run.Status.JobName).NotTo(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	finishJob(t, ns, "passed-on", &runner.Result{Stdout: "hi\n"}, false)
+	done := waitPhase(t, ns, "passed-on", skillsv1.PhaseSucceeded)
+	g.Expect(done.Status.Result.Stdout).To(Equal("hi\n"))
+	g.Expect(done.Status.WarmPod).To(BeEmpty())
+	g.Expect(jobs(g, ns, "passed-on")).To(HaveLen(1))
 }
 
 // allowSleep lets the policy run sleep, a command that takes a while.
