@@ -239,10 +239,16 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.
 			return ctrl.Result{}, nil
 		}
 	}
-	if wait, queued, err := r.awaitSlot(ctx, run); queued || err != nil {
+	agent := &skillsv1.Agent{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Agent}, agent); apierrors.IsNotFound(err) {
+		agent = nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("failed to read Agent %s/%s: %w", run.Namespace, run.Spec.Agent, err)
+	}
+	if wait, queued, err := r.awaitSlot(ctx, run, agent); queued || err != nil {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
-	if started, err := r.startWarm(ctx, p, pol, skl); started || err != nil {
+	if started, err := r.startWarm(ctx, p, agent, pol, skl); started || err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.startJob(ctx, p, pol, skl)

@@ -79,13 +79,10 @@ func filedBefore(a, b *skillsv1.CommandRun) int {
 // for it: the runs in line before it go first. Otherwise the run waits in
 // line, Pending with its place in the Queued condition, and is reconciled
 // again when a run of its agent ends (watchSlots) or after queueRefresh. It
-// reports whether the run waits.
-func (r *CommandRunReconciler) awaitSlot(ctx context.Context, run *skillsv1.CommandRun) (time.Duration, bool, error) {
+// reports whether the run waits. agent is the run's, nil when there is
+// none: the default bound holds then.
+func (r *CommandRunReconciler) awaitSlot(ctx context.Context, run *skillsv1.CommandRun, agent *skillsv1.Agent) (time.Duration, bool, error) {
 	agentKey := types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Agent}
-	agent := &skillsv1.Agent{}
-	if err := r.Get(ctx, agentKey, agent); client.IgnoreNotFound(err) != nil {
-		return 0, false, fmt.Errorf("failed to read Agent %s: %w", agentKey, err)
-	}
 	bound := sandbox.MaxRunning(agent)
 	var runs skillsv1.CommandRunList
 	if err := r.List(ctx, &runs, client.InNamespace(run.Namespace), client.MatchingFields{IndexRunAgent: run.Spec.Agent},
@@ -220,7 +217,8 @@ func (r *CommandRunReconciler) watchSlots(b *builder.Builder) *builder.Builder {
 func (r *CommandRunReconciler) headOfLine(ctx context.Context, o client.Object) []reconcile.Request {
 	run := o.(*skillsv1.CommandRun)
 	var runs skillsv1.CommandRunList
-	if err := r.List(ctx, &runs, client.InNamespace(run.Namespace), client.MatchingFields{IndexRunAgent: run.Spec.Agent}); err != nil {
+	if err := r.List(ctx, &runs, client.InNamespace(run.Namespace), client.MatchingFields{IndexRunAgent: run.Spec.Agent},
+		client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to list the CommandRuns of an Agent", "commandRun", klog.KObj(run))
 		return nil
 	}

@@ -71,16 +71,13 @@ func runParams(run *skillsv1.CommandRun, pol *skillsv1.CommandPolicy, skl *skill
 // startWarm hands a judged run to one of its agent's warm sandboxes, when
 // the agent keeps some of the run's shape and one waits: the status names
 // the pod first, and only once that is stored is the command handed over.
-// It reports whether it did; a run that serves a skill, or finds no warm
-// sandbox free, takes the Job path.
-func (r *CommandRunReconciler) startWarm(ctx context.Context, p *runPass, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill) (bool, error) {
+// agent is the run's, nil when there is none. It reports whether it did;
+// a run that serves a skill, or finds no warm sandbox free, takes the Job
+// path.
+func (r *CommandRunReconciler) startWarm(ctx context.Context, p *runPass, agent *skillsv1.Agent, pol *skillsv1.CommandPolicy, skl *skillsv1.Skill) (bool, error) {
 	run := p.run
-	if r.Warm == nil || skl != nil || run.Spec.Skill != "" {
+	if r.Warm == nil || agent == nil || skl != nil || run.Spec.Skill != "" {
 		return false, nil
-	}
-	agent := &skillsv1.Agent{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Agent}, agent); err != nil {
-		return false, client.IgnoreNotFound(err)
 	}
 	if sandbox.WarmCount(agent) == 0 || agent.Spec.PolicyRef == nil || agent.Spec.PolicyRef.Name != pol.Name {
 		return false, nil
