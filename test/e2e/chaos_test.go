@@ -222,7 +222,7 @@ func chaosShort(t *testing.T, _ *state) {
 }
 
 // TestChaos is `make chaos`: the operator and the chaos agent on a fresh
-// cluster, the long form of the faults, then the load test.
+// cluster, the long form of the faults, then the load test and the burst.
 func TestChaos(t *testing.T) {
 	s := &state{}
 	if !t.Run("install the operator", func(t *testing.T) { installOperator(t, s) }) {
@@ -233,6 +233,7 @@ func TestChaos(t *testing.T) {
 	t.Run("faults", func(t *testing.T) { x.play(t) })
 	t.Run("warm faults", func(t *testing.T) { x.playWarm(t) })
 	t.Run("load", func(t *testing.T) { x.report.Load = loadTest(t, x) })
+	t.Run("burst", func(t *testing.T) { burst(t, x) })
 	if !x.report.ok() {
 		t.Errorf("chaos: %d lost, %d duplicated, %d wrong results (bin/chaos/report.json)", x.report.Lost, x.report.Duplicated, x.report.WrongResults)
 	}

@@ -89,13 +89,6 @@ func killWarmBeforeHandoff(t *testing.T, x *chaos, _ []*chaosRun) []*chaosRun {
 		{how: "deleted", runner: false, alongside: true},
 		{how: "its runner killed", runner: true, alongside: true},
 	} {
-		if kill.runner && !kill.alongside && x.report.Form.Name != longChaos.Name {
-			// A runner that died before the handoff is, now and then,
-			// handed the run anyway and the run is lost: an open bug of the
-			// operator (a refused fresh handoff is forgotten when its pass
-			// meets a conflict). `make chaos` keeps meeting it.
-			continue
-		}
 		next := waitWarm(t, chaosWarmAgent, warmPool, namedByNoRun(t))[0]
 		done := make(chan error, 1)
 		do := func() {

@@ -5,7 +5,8 @@
 // API server, each figure beside its baseline and its target.
 //
 // Figures measured elsewhere are read from JSON files, by default
-// bin/bench/e2e.json and bin/bench/load.json, when they exist. The
+// bin/bench/e2e.json, bin/bench/load.json and bin/bench/burst.json, when
+// they exist. The
 // end-to-end tests (test/e2e, `make e2e`) write to the first the
 // real-cluster half of the command start, `echo hi` asked of an agent
 // against a plain Job, in seconds:
@@ -29,8 +30,9 @@
 //	{"rows": [{"item": "4", "measure": "…", "result": "…", "baseline": "…",
 //	           "ratio": "…", "target": "≤ 1.2×", "status": "met"}]}
 //
-// They go into the table after the rows of the same item. The load test
-// (`make chaos`) writes its rows, item 6, to bin/bench/load.json that way.
+// They go into the table after the rows of the same item. `make chaos`
+// writes its rows that way: the load test's, item 6, to
+// bin/bench/load.json, and the burst's, item 4, to bin/bench/burst.json.
 package main
 
 import (
@@ -120,7 +122,8 @@ func main() {
 	root := testenv.RepoRoot()
 	var o options
 	flag.StringVar(&o.out, "out", filepath.Join(root, "BENCHMARKS.md"), "The Markdown file to write.")
-	flag.StringVar(&o.extra, "extra", filepath.Join(root, "bin", "bench", "e2e.json")+","+filepath.Join(root, "bin", "bench", "load.json"),
+	flag.StringVar(&o.extra, "extra", filepath.Join(root, "bin", "bench", "e2e.json")+","+filepath.Join(root, "bin", "bench", "load.json")+
+		","+filepath.Join(root, "bin", "bench", "burst.json"),
 		"Rows measured elsewhere, as JSON files separated by commas; a file that does not exist is skipped.")
 	flag.StringVar(&o.notes, "notes", filepath.Join(root, "test", "bench", "findings.md"), "Markdown appended after the table: the profiles and fixes.")
 	flag.StringVar(&o.raw, "raw", filepath.Join(root, "bin", "bench", "raw.txt"), "Where the raw output of the benchmarks is kept.")
@@ -715,10 +718,11 @@ func writeDocument(w *bytes.Buffer, env environment, rows []Row, r results, step
 	writeTable(w, rows)
 	if haveExtra {
 		w.WriteString("\nRows from a real cluster are read from bin/bench/e2e.json, which `make e2e` writes (item 4), and " +
-			"bin/bench/load.json, which `make chaos` writes (item 6): they come from those runs, not from this one.\n")
+			"bin/bench/load.json and bin/bench/burst.json, which `make chaos` writes (items 6 and 4): they come from those runs, not from this one.\n")
 	} else {
-		w.WriteString("\nThe real-cluster rows, item 4's `echo hi` asked of an agent and item 6's load, are measured by `make e2e` " +
-			"and `make chaos`; they appear here when bin/bench/e2e.json and bin/bench/load.json exist (format: see test/bench/cmd/report).\n")
+		w.WriteString("\nThe real-cluster rows, item 4's `echo hi` asked of an agent and burst, and item 6's load, are measured by `make e2e` " +
+			"and `make chaos`; they appear here when bin/bench/e2e.json, bin/bench/load.json and bin/bench/burst.json exist " +
+			"(format: see test/bench/cmd/report).\n")
 	}
 	writeBreakdown(w, r)
 	writeCommandSteps(w, steps)
