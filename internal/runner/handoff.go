@@ -121,6 +121,12 @@ func HandOff(ctx context.Context, c *http.Client, addr, secret string, h Handoff
 	}
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Content-Type", "application/json")
+	// Each handoff has a connection of its own: a pod takes one command,
+	// and a connection kept from an earlier handoff to the same address
+	// (the pod's, or one that had its address before) fails as it is
+	// reused, which reads as a command that may have been taken rather
+	// than as the refusal a new connection meets.
+	req.Close = true
 	resp, err := c.Do(req)
 	if err != nil {
 		var opErr *net.OpError
