@@ -90,6 +90,11 @@ func killWarmBeforeHandoff(t *testing.T, x *chaos, _ []*chaosRun) []*chaosRun {
 		{how: "its runner killed", runner: true, alongside: true},
 	} {
 		next := waitWarm(t, chaosWarmAgent, warmPool, namedByNoRun(t))[0]
+		if kill.runner {
+			// The API can show a pod waiting a moment after its runner
+			// ended: the kill is of a pod whose runner runs.
+			next = withRunner(t, next)
+		}
 		done := make(chan error, 1)
 		do := func() {
 			if kill.runner {
@@ -128,6 +133,24 @@ func killWarmBeforeHandoff(t *testing.T, x *chaos, _ []*chaosRun) []*chaosRun {
 		}, time.Minute, 100*time.Millisecond).Should(BeTrue(), "warm pod %s still waits after it was killed", next.Name)
 	}
 	return filed
+}
+
+// withRunner returns pod, or, when no process of this machine runs its
+// runner, another of the agent's waiting pods that has one.
+func withRunner(t *testing.T, pod corev1.Pod) corev1.Pod {
+	t.Helper()
+	for range 5 {
+		if _, ok := processWith(handoffArg(pod)); ok {
+			return pod
+		}
+		t.Logf("warm pod %s shows waiting, but no process runs its runner: another is taken", pod.Name)
+		gone := pod
+		NewWithT(t).Eventually(func() bool { return !getPodOK(gone) }, time.Minute, 100*time.Millisecond).Should(BeTrue(),
+			"warm pod %s still shows waiting without a runner", gone.Name)
+		pod = waitWarm(t, chaosWarmAgent, warmPool, namedByNoRun(t))[0]
+	}
+	t.Fatalf("no waiting warm pod of %s has a runner on this machine", chaosWarmAgent)
+	return pod
 }
 
 // namedByNoRun accepts the warm pods no CommandRun names: none of the
