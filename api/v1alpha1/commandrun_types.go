@@ -240,6 +240,10 @@ type PolicyDecision struct {
 	// +optional
 	Approvers *ApprovalRule `json:"approvers,omitempty"`
 
+	// decidedAt is when the decision was taken.
+	// +optional
+	DecidedAt *metav1.MicroTime `json:"decidedAt,omitempty"`
+
 	// judgedAgain says why the command was judged a second time (or more):
 	// the policy or the skill changed between the first decision and the
 	// start of its Job. Empty for a first decision.
@@ -392,6 +396,13 @@ type CommandRunStatus struct {
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 
+	// traceID is the ID of the trace the run's spans belong to: the trace
+	// of the tool call that filed it, from its kubeskills.io/traceparent
+	// annotation. Empty when the run carries none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	TraceID string `json:"traceID,omitempty"`
+
 	// result is what the command produced.
 	// +optional
 	Result *CommandResult `json:"result,omitempty"`
@@ -412,6 +423,7 @@ type CommandRunStatus struct {
 // +kubebuilder:printcolumn:name="Skill",type=string,JSONPath=`.spec.skill`,priority=10
 // +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.serviceAccountName`,priority=10
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.decision.reason`,priority=10
+// +kubebuilder:printcolumn:name="Trace",type=string,JSONPath=`.status.traceID`,priority=10
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63",message="metadata.name must be at most 63 characters: it labels the run's Job and pod (kubeskills.io/commandrun), and a label value holds no more"
 type CommandRun struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -70,3 +70,9 @@ const AnnotationSourceError = "kubeskills.io/source-error"
 // SourceInvalidReason: the ConfigMap a Skill is made from holds no valid
 // skill; the message says why.
 const SourceInvalidReason = "SourceInvalid"
+
+// AnnotationTraceparent holds, on a CommandRun, the W3C traceparent of the
+// tool call that filed it: the operator's spans of the run continue that
+// trace, and its status records the trace's ID. Admission keeps it as it
+// was created.
+const AnnotationTraceparent = "kubeskills.io/traceparent"

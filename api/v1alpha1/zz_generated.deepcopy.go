@@ -688,6 +688,10 @@ func (in *PolicyDecision) DeepCopyInto(out *PolicyDecision) {
 		*out = new(ApprovalRule)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.DecidedAt != nil {
+		in, out := &in.DecidedAt, &out.DecidedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.StartsPrograms != nil {
 		in, out := &in.StartsPrograms, &out.StartsPrograms
 		*out = make([]string, len(*in))

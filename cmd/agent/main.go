@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubeskills/kubeskills/internal/agent"
 	"github.com/kubeskills/kubeskills/internal/catalog"
+	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
 // shutdownGrace is how long requests in flight may take to finish once
@@ -49,6 +50,11 @@ func run(ctx context.Context, o agent.Options, log logr.Logger) error {
 	if err != nil {
 		return err
 	}
+	stopTracing, err := telemetry.Setup(ctx, "kubeskills-agent")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTracing(context.Background()) }()
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("failed to find a Kubernetes config: %w", err)

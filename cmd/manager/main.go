@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/kubeskills/kubeskills/internal/manager"
+	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
 func main() {
@@ -28,10 +30,14 @@ func main() {
 	}
 
 	ctx := ctrl.SetupSignalHandler()
-	mgr, err := manager.New(ctx, ctrl.GetConfigOrDie(), o)
+	stopTracing, err := telemetry.Setup(ctx, "kubeskills-manager")
 	if err == nil {
-		setup.Info("Starting manager")
-		err = mgr.Start(ctx)
+		defer func() { _ = stopTracing(context.Background()) }()
+		var mgr ctrl.Manager
+		if mgr, err = manager.New(ctx, ctrl.GetConfigOrDie(), o); err == nil {
+			setup.Info("Starting manager", "tracing", telemetry.Enabled())
+			err = mgr.Start(ctx)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

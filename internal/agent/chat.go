@@ -8,15 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kubeskills/kubeskills/internal/catalog"
+	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
 // Message is one message of a chat as callers send it: a role (system,
@@ -70,7 +73,13 @@ var skillNamePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
 // instead of filing them again. Any other chat is a new question and files
 // new runs, however like an earlier one it is.
 func (r *Runtime) Chat(ctx context.Context, messages []Message, attempt Attempt) (*Reply, error) {
+	ctx, span := r.startInvoke(ctx)
 	reply, err := r.chat(ctx, messages, attempt)
+	if reply != nil {
+		span.SetAttributes(telemetry.InputTokens.Int64(reply.Usage.PromptTokens), telemetry.OutputTokens.Int64(reply.Usage.CompletionTokens),
+			telemetry.FinishReasons.StringSlice([]string{reply.FinishReason}))
+	}
+	endSpan(span, err)
 	r.metrics.chat(reply, err)
 	return reply, err
 }
@@ -80,6 +89,7 @@ func (r *Runtime) chat(ctx context.Context, messages []Message, attempt Attempt)
 	s := &session{r: r, explicit: map[string]bool{}, retry: attempt.Retry}
 	if attempt.Key != "" {
 		s.conversation = conversationHash(attempt.Key, messages)
+		trace.SpanFromContext(ctx).SetAttributes(telemetry.ConversationID.String(s.conversation))
 	}
 	conv, err := r.conversation(ctx, s, messages)
 	if err != nil {
@@ -118,7 +128,7 @@ func (r *Runtime) chat(ctx context.Context, messages []Message, attempt Attempt)
 			if tc.Type != "" && tc.Type != "function" {
 				out = errorJSON(fmt.Errorf("tool call %s is of type %s; only function tools exist", tc.ID, tc.Type))
 			} else {
-				out = s.call(ctx, tc.Function.Name, tc.Function.Arguments)
+				out = s.call(ctx, tc.Function.Name, tc.ID, tc.Function.Arguments)
 			}
 			conv = append(conv, openai.ToolMessage(out, tc.ID))
 		}
@@ -337,22 +347,26 @@ func requestKey(conversation string, n int, command, skill string) string {
 
 // call runs one tool call and returns what the model gets back: the tool's
 // result, or a JSON object with an error.
-func (s *session) call(ctx context.Context, name, arguments string) string {
+func (s *session) call(ctx context.Context, name, id, arguments string) string {
 	s.calls++
 	known := name
+	if !slices.Contains([]string{ToolUseSkill, ToolReadSkillFile, ToolRunCommand, ToolCommandStatus}, name) {
+		known = "unknown"
+	}
 	var out string
 	var err error
+	ctx, span := startTool(ctx, known, id)
+	defer func() { endSpan(span, err) }()
 	switch name {
 	case ToolUseSkill:
-		out, err = s.useSkill(arguments)
+		out, err = s.useSkill(ctx, arguments)
 	case ToolReadSkillFile:
-		out, err = s.readSkillFile(arguments)
+		out, err = s.readSkillFile(ctx, arguments)
 	case ToolRunCommand:
 		out, err = s.runCommand(ctx, arguments)
 	case ToolCommandStatus:
 		out, err = s.commandStatus(ctx, arguments)
 	default:
-		known = "unknown"
 		err = fmt.Errorf("there is no tool %q; the tools are %s, %s, %s and %s", name, ToolUseSkill, ToolReadSkillFile, ToolRunCommand, ToolCommandStatus)
 	}
 	s.r.metrics.toolCall(known)
@@ -380,13 +394,14 @@ func forModel(ctx context.Context, tool string, err error) error {
 }
 
 // useSkill loads a skill's body.
-func (s *session) useSkill(arguments string) (string, error) {
+func (s *session) useSkill(ctx context.Context, arguments string) (string, error) {
 	var args struct {
 		Name string `json:"name"`
 	}
 	if err := decodeArgs(arguments, &args, &args.Name); err != nil {
 		return "", err
 	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.SkillName.String(args.Name))
 	loaded, err := s.r.skills.Use(args.Name, s.explicit[args.Name])
 	if err != nil {
 		return "", err
@@ -409,7 +424,7 @@ func skillText(l *catalog.Loaded) string {
 }
 
 // readSkillFile reads a bundled text file, confined to the skill.
-func (s *session) readSkillFile(arguments string) (string, error) {
+func (s *session) readSkillFile(ctx context.Context, arguments string) (string, error) {
 	var args struct {
 		Name string `json:"name"`
 		Path string `json:"path"`
@@ -417,6 +432,7 @@ func (s *session) readSkillFile(arguments string) (string, error) {
 	if err := decodeArgs(arguments, &args, &args.Name, &args.Path); err != nil {
 		return "", err
 	}
+	trace.SpanFromContext(ctx).SetAttributes(telemetry.SkillName.String(args.Name), telemetry.SkillResourceName.String(args.Path))
 	if err := s.usable(args.Name); err != nil {
 		return "", err
 	}
@@ -440,6 +456,7 @@ func (s *session) runCommand(ctx context.Context, arguments string) (string, err
 		return "", err
 	}
 	if args.Skill != "" {
+		trace.SpanFromContext(ctx).SetAttributes(telemetry.SkillName.String(args.Skill))
 		if err := s.usable(args.Skill); err != nil {
 			return "", err
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
 // CommandResult is what the model (and POST /v1/commands) gets back for a
@@ -83,9 +85,12 @@ func (c *commander) run(ctx context.Context, command, skill, key string, retry b
 			RequestedBy: c.identity,
 		},
 	}
+	if tp := telemetry.Traceparent(ctx); tp != "" {
+		run.Annotations = map[string]string{skillsv1.AnnotationTraceparent: tp}
+	}
 	if key != "" {
 		run.GenerateName, run.Name = "", runName(c.agent, key)
-		run.Annotations = map[string]string{AnnotationRequestKey: key}
+		metav1.SetMetaDataAnnotation(&run.ObjectMeta, AnnotationRequestKey, key)
 	}
 	err := c.kube.Create(ctx, run)
 	if key != "" && apierrors.IsAlreadyExists(err) {
@@ -95,7 +100,8 @@ func (c *commander) run(ctx context.Context, command, skill, key string, retry b
 		}
 		// Not a retry, or another request's run holds the name: file this
 		// one on its own.
-		run.Name, run.GenerateName, run.Annotations = "", c.agent+"-", nil
+		run.Name, run.GenerateName = "", c.agent+"-"
+		delete(run.Annotations, AnnotationRequestKey)
 		err = c.kube.Create(ctx, run)
 	}
 	if err != nil {
@@ -175,6 +181,11 @@ func (c *commander) awaitResult(ctx context.Context, run *skillsv1.CommandRun, w
 	}
 	c.metrics.command(res.Phase)
 	ctrl.LoggerFrom(ctx).V(1).Info("Command reported", "commandRun", klog.KObj(run), "phase", res.Phase)
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(telemetry.CommandRunName.String(res.Run), telemetry.CommandRunPhase.String(res.Phase))
+	if res.Output != nil && res.ExitCode != nil {
+		span.SetAttributes(telemetry.ProcessExitCode.Int(int(*res.ExitCode)))
+	}
 	return res, nil
 }
 

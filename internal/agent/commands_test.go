@@ -159,11 +159,17 @@ func commandFixture(t *testing.T, mutate func(*skillsv1.CommandPolicy), config f
 
 // chatAsync sends a chat in the background; the channel gets the answer,
 // or the error.
-func (f *fixture) chatAsync(msg string) <-chan string {
+func (f *fixture) chatAsync(msg string) <-chan string { return f.chatAsyncWith(msg, nil) }
+
+// chatAsyncWith is chatAsync with headers of the caller's.
+func (f *fixture) chatAsyncWith(msg string, header http.Header) <-chan string {
 	out := make(chan string, 1)
 	go func() {
 		body, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": msg}}})
 		req, _ := http.NewRequest(http.MethodPost, f.api.URL+"/v1/chat/completions", bytes.NewReader(body))
+		for k, v := range header {
+			req.Header[k] = v
+		}
 		req.Header.Set("Authorization", "Bearer "+f.token)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {

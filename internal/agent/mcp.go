@@ -480,7 +480,11 @@ func (m *mcpEndpoint) runCommand(ctx context.Context, _ *mcp.CallToolRequest, ar
 	if args.Skill != "" && !m.r.inCatalog(args.Skill) {
 		return nil, nil, fmt.Errorf("skill %s is not in this agent's catalog", args.Skill)
 	}
-	res, err := m.r.commands.run(ctx, args.Command, args.Skill, "", false, waits{command: min(m.r.cfg.CommandWait, mcpCallWait)})
+	var res *CommandResult
+	err := m.r.invokeTool(ctx, ToolRunCommand, func(ctx context.Context) (err error) {
+		res, err = m.r.commands.run(ctx, args.Command, args.Skill, "", false, waits{command: min(m.r.cfg.CommandWait, mcpCallWait)})
+		return err
+	})
 	if err != nil {
 		// Creating the run failed: the cause (an API error) stays in the log.
 		ctrl.LoggerFrom(ctx).Error(err, "Failed to run a command for an MCP client")
@@ -496,7 +500,11 @@ func (m *mcpEndpoint) commandStatus(ctx context.Context, _ *mcp.CallToolRequest,
 		return nil, nil, errors.New("the run's name is required")
 	}
 	wait := min(m.r.cfg.CommandWait, mcpCallWait)
-	res, err := m.r.commands.get(ctx, args.Run, waits{command: wait, approval: min(m.r.cfg.ApprovalWait, wait)})
+	var res *CommandResult
+	err := m.r.invokeTool(ctx, ToolCommandStatus, func(ctx context.Context) (err error) {
+		res, err = m.r.commands.get(ctx, args.Run, waits{command: wait, approval: min(m.r.cfg.ApprovalWait, wait)})
+		return err
+	})
 	if err != nil {
 		// Not found, or another agent's run: the caller named it.
 		return nil, nil, err

@@ -408,7 +408,9 @@ func (m *model) complete(ctx context.Context, messages []openai.ChatCompletionMe
 		params.MaxTokens = openai.Int(m.cfg.MaxTokens)
 	}
 	start := time.Now()
+	ctx, span := m.startCall(ctx)
 	completion, err := m.client.Chat.Completions.New(ctx, params)
+	endModelCall(span, completion, err)
 	var usage *openai.CompletionUsage
 	if err == nil {
 		usage = &completion.Usage

@@ -23,6 +23,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/kubeskills/kubeskills/internal/catalog"
+	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
 // Body limits of the API's routes.
@@ -92,6 +93,7 @@ func (r *Runtime) instrument(next http.Handler) http.Handler {
 		w.Header().Set(headerRequestID, id)
 		log := r.log.WithValues("method", req.Method, "path", req.URL.Path, "requestID", id)
 		ctx := context.WithValue(ctrl.LoggerInto(req.Context(), log), requestIDKey{}, id)
+		ctx = telemetry.FromHeader(ctx, req.Header)
 		req = req.WithContext(ctx)
 		rec := &statusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, req)
@@ -268,11 +270,15 @@ func (r *Runtime) handleSkill(w http.ResponseWriter, req *http.Request) {
 // RunCommand runs one command for the agent, as run_command does: a
 // CommandRun judged by the Agent's policy, waited for until it ends or a
 // wait limit passes. A skill, when given, must be in the catalog.
-func (r *Runtime) RunCommand(ctx context.Context, command, skill string) (*CommandResult, error) {
+func (r *Runtime) RunCommand(ctx context.Context, command, skill string) (res *CommandResult, err error) {
 	if skill != "" && !r.inCatalog(skill) {
 		return nil, &BadRequestError{msg: "skill " + skill + " is not in this agent's catalog"}
 	}
-	return r.commands.run(ctx, command, skill, "", false, r.commands.defaults())
+	err = r.invokeTool(ctx, ToolRunCommand, func(ctx context.Context) (err error) {
+		res, err = r.commands.run(ctx, command, skill, "", false, r.commands.defaults())
+		return err
+	})
+	return res, err
 }
 
 // handleCommand runs one command through the same path as run_command and

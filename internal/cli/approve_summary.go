@@ -72,6 +72,10 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 		so += " (" + cmdline.Printable(strings.Join(t.Approvers, ", ")) + ")"
 	}
 	field("So far", so)
+	if run.Status.TraceID != "" {
+		// The chat that asked for the command, in the tracing backend.
+		field("Trace", cmdline.Printable(run.Status.TraceID))
+	}
 }
 
 // programsText says, in one line, which programs of the command can start

@@ -10,7 +10,8 @@ import (
 )
 
 // TestWriteSummary prints what a person decides on, whole, for a command
-// whose programs can start others.
+// whose programs can start others, with the trace of the chat that
+// asked for it.
 func TestWriteSummary(t *testing.T) {
 	run := testRun("agents", "diff", "awk '{print $1}' x | make -n", skillsv1.PhaseAwaitingApproval, time.Minute)
 	run.Status.Decision = &skillsv1.PolicyDecision{
@@ -18,6 +19,7 @@ func TestWriteSummary(t *testing.T) {
 		Reason:         `"awk '{print $1}' x": awk runs a program that can run commands and write files`,
 		StartsPrograms: []string{"awk", "make"},
 	}
+	run.Status.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	var b bytes.Buffer
 	writeSummary(&b, skillsv1.Approved, &run, "alice", "ServiceAccount ops-sandbox")
 	want := `Approve commandrun agents/diff, as alice:
@@ -31,6 +33,7 @@ func TestWriteSummary(t *testing.T) {
   Sandbox:      ServiceAccount ops-sandbox
   Approvers:    anyone the kubeskills-approver ClusterRole lets decide in the namespace, but the requester; 1 required
   So far:       0 of 1 approvals
+  Trace:        4bf92f3577b34da6a3ce929d0e0e4736
 `
 	if got := b.String(); got != want {
 		t.Errorf("summary:\n%s\nwant:\n%s", got, want)

@@ -26,6 +26,7 @@ import (
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/policy"
+	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
 // staleRetry is how soon a pass whose status write found the run changed
@@ -164,6 +165,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	r.recordTransition(read, run)
 	recordRunMetrics(read, run, r.now())
+	traceRun(read, run, r.now())
 	p.flush()
 	return result, passErr
 }
@@ -195,6 +197,9 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.
 		return r.tidyEnded(ctx, run)
 	}
 	run.Status.ShortCommand = shortCommand(run.Spec.Command)
+	if run.Status.TraceID == "" {
+		run.Status.TraceID = telemetry.TraceID(run.Annotations[skillsv1.AnnotationTraceparent])
+	}
 	if following, wait, err := r.runsJob(ctx, p); following || err != nil {
 		return ctrl.Result{RequeueAfter: wait}, err
 	}
@@ -278,6 +283,7 @@ func (r *CommandRunReconciler) decide(run *skillsv1.CommandRun, pol *skillsv1.Co
 		Reason:           clip(d.Reason, 4096),
 		Policy:           pol.Name,
 		PolicyGeneration: pol.Generation,
+		DecidedAt:        &metav1.MicroTime{Time: r.now()},
 		SkillHash:        hash,
 		RunGeneration:    run.Generation,
 		JudgedAgain:      clip(again, 1024),

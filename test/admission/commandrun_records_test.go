@@ -116,3 +116,62 @@ func operatorUser(t *testing.T, op client.Client) string {
 	}
 	return review.Status.UserInfo.Username
 }
+
+// traceparent is a W3C traceparent a tool call's span would have.
+const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+// TestAdmission_RunTraceparentNeverChanges: the agent files a run with the
+// traceparent of its tool call, and the run's status records its trace.
+// Nobody may then change, remove or add it: not the approver, not the
+// agent, not the operator. Approving still works.
+func TestAdmission_RunTraceparentNeverChanges(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns, alice, _ := pinSetup(t)
+	updateRuns := rbacv1.PolicyRule{APIGroups: []string{"kubeskills.io"}, Resources: []string{"commandruns"}, Verbs: []string{"get", "update"}}
+	role(t, ns, "agent-update-runs", agentUser(ns, "ops"), updateRuns)
+	ops := asAgent(t, ns, "ops")
+	op, err := client.New(operator.Config, client.Options{Scheme: env.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	role(t, ns, "operator-update-runs", operatorUser(t, op), updateRuns)
+
+	run := newRun(ns, "traced", "ops", askCommand, agentUser(ns, "ops"))
+	run.Annotations = map[string]string{skillsv1.AnnotationTraceparent: traceparent}
+	g.Expect(ops.Create(ctx, run)).To(Succeed())
+	g.Expect(waitPhase(t, ns, "traced", skillsv1.PhaseAwaitingApproval).Status.TraceID).To(Equal("4bf92f3577b34da6a3ce929d0e0e4736"))
+
+	other := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	edits := []struct {
+		run  string
+		edit func(*skillsv1.CommandRun)
+	}{
+		{"traced", func(r *skillsv1.CommandRun) { r.Annotations[skillsv1.AnnotationTraceparent] = other }},
+		{"traced", func(r *skillsv1.CommandRun) { delete(r.Annotations, skillsv1.AnnotationTraceparent) }},
+		{"restart", func(r *skillsv1.CommandRun) {
+			metav1.SetMetaDataAnnotation(&r.ObjectMeta, skillsv1.AnnotationTraceparent, other)
+		}},
+	}
+	for _, who := range []struct {
+		user string
+		c    client.Client
+	}{{"alice", alice}, {agentUser(ns, "ops"), ops}, {operatorUser(t, op), op}} {
+		for _, e := range edits {
+			g.Eventually(func(g Gomega) {
+				before := getRun(g, ns, e.run).Annotations
+				err := update(who.c, &skillsv1.CommandRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: e.run}}, e.edit)
+				if err == nil {
+					// Accepted before the policy was in force: undone.
+					g.Expect(update(admin, &skillsv1.CommandRun{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: e.run}}, func(r *skillsv1.CommandRun) {
+						r.Annotations = before
+					})).To(Succeed())
+				}
+				g.Expect(err).To(MatchError(ContainSubstring(who.user + " may not change the kubeskills.io/traceparent annotation of CommandRun " + e.run)))
+				g.Expect(getRun(g, ns, e.run).Annotations).To(Equal(before))
+			}, timeout, interval).Should(Succeed())
+		}
+	}
+
+	// Approving is an update that leaves the annotation alone.
+	approveCurrent(g, alice, ns, "traced", "alice")
+	waitPhase(t, ns, "traced", skillsv1.PhaseRunning)
+}

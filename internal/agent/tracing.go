@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+
+	"github.com/openai/openai-go/v3"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/kubeskills/kubeskills/internal/telemetry"
+)
+
+// The agent's spans follow the OpenTelemetry GenAI conventions
+// (internal/telemetry): invoke_agent for a chat, chat for each model call,
+// execute_tool for each tool call. None holds a prompt, a model's answer,
+// a tool's arguments or a command's output.
+
+// tracer is the agent runtime's; the global provider is a no-op unless
+// telemetry.Setup installed one.
+func tracer() trace.Tracer { return otel.Tracer("github.com/kubeskills/kubeskills/internal/agent") }
+
+// startInvoke starts the span of one chat with the agent.
+func (r *Runtime) startInvoke(ctx context.Context) (context.Context, trace.Span) {
+	return tracer().Start(ctx, "invoke_agent "+r.cfg.Agent, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		telemetry.OperationInvokeAgent, telemetry.ProviderOpenAI,
+		telemetry.AgentName.String(r.cfg.Agent), telemetry.RequestModel.String(r.cfg.Model.Name)))
+}
+
+// invokeTool runs fn as one tool call an outside caller asks for (POST
+// /v1/commands, an MCP tool): an invoke_agent span, with one execute_tool
+// span beneath, under whatever trace the caller's request carried.
+func (r *Runtime) invokeTool(ctx context.Context, tool string, fn func(context.Context) error) error {
+	ctx, invoke := r.startInvoke(ctx)
+	ctx, span := startTool(ctx, tool, "")
+	err := fn(ctx)
+	endSpan(span, err)
+	endSpan(invoke, err)
+	return err
+}
+
+// startCall starts the span of one call of the model.
+func (m *model) startCall(ctx context.Context) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{telemetry.OperationChat, telemetry.ProviderOpenAI, telemetry.RequestModel.String(m.cfg.Name)}
+	if u, err := url.Parse(m.cfg.BaseURL); err == nil && u.Hostname() != "" {
+		attrs = append(attrs, telemetry.ServerAddress.String(u.Hostname()))
+	}
+	return tracer().Start(ctx, "chat "+m.cfg.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endModelCall ends a model call's span with what the model answered:
+// its model, id, token usage and finish reasons.
+func endModelCall(span trace.Span, c *openai.ChatCompletion, err error) {
+	if c != nil {
+		reasons := make([]string, 0, len(c.Choices))
+		for _, ch := range c.Choices {
+			reasons = append(reasons, ch.FinishReason)
+		}
+		span.SetAttributes(telemetry.ResponseModel.String(c.Model), telemetry.ResponseID.String(c.ID),
+			telemetry.InputTokens.Int64(c.Usage.PromptTokens), telemetry.OutputTokens.Int64(c.Usage.CompletionTokens),
+			telemetry.FinishReasons.StringSlice(reasons))
+	}
+	endSpan(span, err)
+}
+
+// startTool starts the span of one tool call.
+func startTool(ctx context.Context, name, id string) (context.Context, trace.Span) {
+	return tracer().Start(ctx, "execute_tool "+name, trace.WithAttributes(
+		telemetry.OperationExecuteTool, telemetry.ToolName.String(name), telemetry.ToolCallID.String(id), telemetry.ToolType.String("function")))
+}
+
+// endSpan ends span, marked as an error with the error's type when err is
+// one. The error's text stays out: it may quote what the model sent.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.SetAttributes(telemetry.ErrorType.String(errorType(err)))
+		span.SetStatus(codes.Error, errorType(err))
+	}
+	span.End()
+}
+
+// errorType names an error for error.type: the model's HTTP status, a bad
+// request, or "_OTHER".
+func errorType(err error) string {
+	var apiErr *openai.Error
+	var bad *BadRequestError
+	switch {
+	case errors.As(err, &apiErr):
+		return strconv.Itoa(apiErr.StatusCode)
+	case errors.As(err, &bad):
+		return "invalid_request"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "_OTHER"
+}

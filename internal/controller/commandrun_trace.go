@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/telemetry"
+)
+
+// The operator's spans of a run are children of the agent's tool call that
+// filed it: the run's kubeskills.io/traceparent annotation names it. Each
+// is made once its step's outcome is stored, from the times the status
+// records, so a step that outlived an operator's restart is one span:
+//   - judge: the decision (policy, generation, rule, action), from the
+//     run's filing (or the content change that had it judged again);
+//   - await_approval: from the decision to the approvals' outcome;
+//   - sandbox: from the sandbox's start to the run's end, with the Job or
+//     warm pod, the identity and the exit code.
+// None holds the command's output.
+
+// runTracer is the operator's; a no-op unless telemetry.Setup installed a
+// provider.
+func runTracer() trace.Tracer {
+	return otel.Tracer("github.com/kubeskills/kubeskills/internal/controller")
+}
+
+// traceRun makes the spans of the steps whose outcome the pass stored:
+// before is the run as the pass read it, after as it stored it.
+func traceRun(before, after *skillsv1.CommandRun, now time.Time) {
+	ctx := telemetry.FromTraceparent(context.Background(), after.Annotations[skillsv1.AnnotationTraceparent])
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	run := telemetry.CommandRunName.String(after.Name)
+	if d := after.Status.Decision; d != nil && !equality.Semantic.DeepEqual(before.Status.Decision, d) {
+		start := after.CreationTimestamp.Time
+		if before.Status.Decision != nil && before.Status.Decision.DecidedAt != nil {
+			start = before.Status.Decision.DecidedAt.Time
+		}
+		end := now
+		if d.DecidedAt != nil {
+			end = d.DecidedAt.Time
+		}
+		span(ctx, "judge", start, end, nil, run, telemetry.PolicyName.String(d.Policy), telemetry.PolicyGeneration.Int64(d.PolicyGeneration),
+			telemetry.PolicyRule.String(d.Rule), telemetry.PolicyAction.String(string(d.Action)))
+	}
+	if before.Status.Phase == skillsv1.PhaseAwaitingApproval && after.Status.Phase != skillsv1.PhaseAwaitingApproval {
+		start := after.CreationTimestamp.Time
+		if d := after.Status.Decision; d != nil && d.DecidedAt != nil {
+			start = d.DecidedAt.Time
+		}
+		t := after.Tally()
+		outcome := approvalOutcome(after.Status.Phase)
+		var failed error
+		if outcome != "approved" {
+			failed = errStep(outcome)
+		}
+		span(ctx, "await_approval", start, now, failed, run, telemetry.ApprovalsRequired.Int(t.Required),
+			telemetry.ApprovalsGiven.Int(len(t.Approvers)), telemetry.ApprovalOutcome.String(outcome))
+	}
+	s := after.Status
+	if before.Status.Phase.Terminal() || !s.Phase.Terminal() || s.StartTime == nil || s.CompletionTime == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{run, telemetry.CommandRunPhase.String(string(s.Phase)), telemetry.SandboxServiceAccount.String(s.ServiceAccountName)}
+	if s.WarmPod != "" {
+		attrs = append(attrs, telemetry.SandboxKind.String("warm"), telemetry.SandboxPod.String(s.WarmPod))
+	} else {
+		attrs = append(attrs, telemetry.SandboxKind.String("job"), telemetry.SandboxJob.String(s.JobName))
+	}
+	if s.Result != nil && s.Result.ExitCode != nil {
+		attrs = append(attrs, telemetry.ProcessExitCode.Int(int(*s.Result.ExitCode)))
+	}
+	var failed error
+	if s.Phase != skillsv1.PhaseSucceeded {
+		failed = errStep(string(s.Phase))
+	}
+	span(ctx, "sandbox", s.StartTime.Time, s.CompletionTime.Time, failed, attrs...)
+}
+
+// span records one finished span of a run's step under ctx, failed when
+// failed is an error.
+func span(ctx context.Context, name string, start, end time.Time, failed error, attrs ...attribute.KeyValue) {
+	_, sp := runTracer().Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+	if failed != nil {
+		sp.SetAttributes(telemetry.ErrorType.String(failed.Error()))
+		sp.SetStatus(codes.Error, failed.Error())
+	}
+	if end.Before(start) {
+		end = start
+	}
+	sp.End(trace.WithTimestamp(end))
+}
+
+// errStep is how a step ended when it did not succeed: its outcome.
+type errStep string
+
+func (e errStep) Error() string { return string(e) }
