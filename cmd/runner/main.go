@@ -211,6 +211,7 @@ func runCommand(args []string, stdout, stderr io.Writer) int {
 			OutputLimit: f.OutputLimit,
 			Signals:     signals,
 			ExecDirs:    f.ExecDirs,
+			Spans:       f.Spans,
 		})
 	}
 	if res.Error != "" && usageErr == nil {

@@ -8,42 +8,28 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/gomega"
-	"go.opentelemetry.io/otel"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	batchv1 "k8s.io/api/batch/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
+	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/runner"
 )
-
-// recordSpans has the process's spans, the runtime's and the operator's,
-// recorded in memory until the test ends.
-func recordSpans(t *testing.T) *tracetest.InMemoryExporter {
-	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(prev)
-		_ = tp.Shutdown(context.Background())
-	})
-	return exp
-}
 
 // TestChatWithAnApprovedCommandIsOneTrace: a chat that comes with a
 // caller's traceparent, loads a skill and runs a command a person
 // approves is one trace, the caller's: invoke_agent → chat (per model
 // call) and execute_tool (per tool call) → judge, await_approval and
-// sandbox, each with the attributes of the GenAI conventions or of the
+// sandbox, then the runner's command and exec spans, each with the attributes of the GenAI conventions or of the
 // run. The run records the trace's ID. No span holds the prompt, the
 // command's output or the answer.
 func TestChatWithAnApprovedCommandIsOneTrace(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	exp := recordSpans(t)
+	exp := operatortest.RecordSpans(t)
 	const command = "kubectl rollout restart deploy/web"
 	f, alice := commandFixture(t, nil, nil,
 		modeltest.Tools(modeltest.Call("use_skill", map[string]string{"name": "hello"})),
@@ -57,14 +43,23 @@ func TestChatWithAnApprovedCommandIsOneTrace(t *testing.T) {
 	g.Expect(run.Annotations[skillsv1.AnnotationTraceparent]).To(HavePrefix("00-4bf92f3577b34da6a3ce929d0e0e4736-"))
 	run.Spec.Approval = &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "planned"}
 	g.Expect(alice.Update(ctx, run)).To(Succeed())
-	waitRun(t, f.ns, command, skillsv1.PhaseRunning)
-	finishJob(t, f.ns, run.Name, &runner.Result{Stdout: "OUTPUT-MARKER restarted\n"})
+	running := waitRun(t, f.ns, command, skillsv1.PhaseRunning)
+	job := &batchv1.Job{}
+	g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: running.Status.JobName}, job)).To(Succeed())
+	g.Expect(job.Spec.Template.Spec.Containers[0].Command).To(ContainElement("--spans"), "the runner of a traced run reports spans")
+	// The runner's spans, as it reports them with its result.
+	begin, zero := time.Now(), 0
+	finishJob(t, f.ns, run.Name, &runner.Result{Stdout: "OUTPUT-MARKER restarted\n", Spans: []runner.Span{
+		{Name: runner.SpanCommand, StartNanos: begin.UnixNano(), EndNanos: begin.Add(40 * time.Millisecond).UnixNano(), ExitCode: &zero},
+		{Name: runner.SpanExec, StartNanos: begin.Add(time.Millisecond).UnixNano(), EndNanos: begin.Add(2 * time.Millisecond).UnixNano(),
+			Program: "kubectl", Action: "Ask"},
+	}})
 	g.Eventually(answer, timeout).Should(Receive(Equal("Output: OUTPUT-MARKER restarted\n")))
 
 	var spans tracetest.SpanStubs
 	g.Eventually(func(g Gomega) {
 		spans = exp.GetSpans()
-		g.Expect(byName(spans)).To(HaveKey("sandbox"))
+		g.Expect(byName(spans)).To(HaveKey("command"))
 		g.Expect(byName(spans)).To(HaveKey("invoke_agent ops"))
 	}, timeout, interval).Should(Succeed())
 	named := byName(spans)
@@ -123,28 +118,23 @@ func TestChatWithAnApprovedCommandIsOneTrace(t *testing.T) {
 	g.Expect(attrs(wait)).To(HaveKeyWithValue("kubeskills.approval.given", "1"))
 	g.Expect(attrs(sandbox)).To(HaveKeyWithValue("kubeskills.sandbox.kind", "job"))
 	g.Expect(attrs(sandbox)).To(HaveKeyWithValue("process.exit.code", "0"))
+	cmd, program := named["command"], named["exec"]
+	g.Expect(cmd.Parent.SpanID()).To(Equal(sandbox.SpanContext.SpanID()), "the runner's spans are the sandbox's children")
+	g.Expect(program.Parent.SpanID()).To(Equal(sandbox.SpanContext.SpanID()))
+	g.Expect(attrs(cmd)).To(HaveKeyWithValue("process.exit.code", "0"))
+	g.Expect(attrs(program)).To(HaveKeyWithValue("process.executable.name", "kubectl"))
+	g.Expect(attrs(program)).To(HaveKeyWithValue("kubeskills.policy.action", "Ask"))
+	g.Expect(cmd.EndTime.Sub(cmd.StartTime)).To(Equal(40 * time.Millisecond))
 	g.Expect(wait.StartTime).NotTo(BeTemporally("<", judge.EndTime), "the wait follows the judgement")
 	// status.startTime, where the sandbox span starts, is in seconds.
 	g.Expect(sandbox.StartTime).NotTo(BeTemporally("<", wait.EndTime.Truncate(time.Second)), "the sandbox follows the approval")
 }
 
-// byName indexes spans by name; of spans with one name, the last.
-func byName(spans tracetest.SpanStubs) map[string]tracetest.SpanStub {
-	out := map[string]tracetest.SpanStub{}
-	for _, s := range spans {
-		out[s.Name] = s
-	}
-	return out
-}
-
-// attrs is a span's attributes as text.
-func attrs(s tracetest.SpanStub) map[string]string {
-	out := map[string]string{}
-	for _, a := range s.Attributes {
-		out[string(a.Key)] = a.Value.String()
-	}
-	return out
-}
+// byName and attrs read recorded spans.
+var (
+	byName = operatortest.SpansByName
+	attrs  = operatortest.SpanAttributes
+)
 
 // withTraceparent sends a token and a traceparent with every request.
 type withTraceparent struct{ token, traceparent string }
@@ -162,7 +152,7 @@ func (w withTraceparent) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestMCPToolCallContinuesTheCallersTrace(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	exp := recordSpans(t)
+	exp := operatortest.RecordSpans(t)
 	f, _ := commandFixture(t, nil, nil)
 	const caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	c := mcp.NewClient(&mcp.Implementation{Name: "kubeskills-test", Version: "v1"}, nil)

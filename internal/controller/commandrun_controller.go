@@ -80,6 +80,10 @@ type CommandRunReconciler struct {
 	// unfenced holds, by name, the UID of each ended run whose fence this
 	// process found gone: later passes need not read it again.
 	unfenced sync.Map
+	// runnerSpans holds, by run name, the spans a runner reported with the
+	// run's result (reportedSpans), until the run's sandbox span is made
+	// (traceRun).
+	runnerSpans sync.Map
 }
 
 // +kubebuilder:rbac:groups=kubeskills.io,resources=commandruns,verbs=get;list;watch;delete
@@ -130,6 +134,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetFence(req.NamespacedName)
+			r.forgetSpans(req.NamespacedName)
 			if r.Warm != nil {
 				r.Warm.forgetRun(req.NamespacedName)
 			}
@@ -165,7 +170,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	r.recordTransition(read, run)
 	recordRunMetrics(read, run, r.now())
-	traceRun(read, run, r.now())
+	r.traceRun(read, run, r.now())
 	p.flush()
 	return result, passErr
 }

@@ -107,7 +107,7 @@ func (r *CommandRunReconciler) runsJob(ctx context.Context, p *runPass) (followi
 	if err != nil {
 		return true, 0, fmt.Errorf("failed to read the result of Job %s: %w", klog.KObj(job), err)
 	}
-	run.Status.Result = resultStatus(res, deadlineExceeded)
+	r.recordResult(run, res, deadlineExceeded)
 	return true, 0, r.endWithResult(ctx, p, job)
 }
 

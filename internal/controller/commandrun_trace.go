@@ -9,8 +9,11 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/runner"
 	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
@@ -22,8 +25,12 @@ import (
 //     run's filing (or the content change that had it judged again);
 //   - await_approval: from the decision to the approvals' outcome;
 //   - sandbox: from the sandbox's start to the run's end, with the Job or
-//     warm pod, the identity and the exit code.
-// None holds the command's output.
+//     warm pod, the identity and the exit code; beneath it, the spans
+//     the runner reported with the result: the command, and each program
+//     it judged as it started (runner.Span). They are kept in memory from
+//     the result's reading to the run's end: a run whose operator
+//     restarted in between has no runner spans.
+// None holds the command's output, or a program's arguments.
 
 // runTracer is the operator's; a no-op unless telemetry.Setup installed a
 // provider.
@@ -33,7 +40,7 @@ func runTracer() trace.Tracer {
 
 // traceRun makes the spans of the steps whose outcome the pass stored:
 // before is the run as the pass read it, after as it stored it.
-func traceRun(before, after *skillsv1.CommandRun, now time.Time) {
+func (r *CommandRunReconciler) traceRun(before, after *skillsv1.CommandRun, now time.Time) {
 	ctx := telemetry.FromTraceparent(context.Background(), after.Annotations[skillsv1.AnnotationTraceparent])
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return
@@ -66,7 +73,11 @@ func traceRun(before, after *skillsv1.CommandRun, now time.Time) {
 			telemetry.ApprovalsGiven.Int(len(t.Approvers)), telemetry.ApprovalOutcome.String(outcome))
 	}
 	s := after.Status
-	if before.Status.Phase.Terminal() || !s.Phase.Terminal() || s.StartTime == nil || s.CompletionTime == nil {
+	if before.Status.Phase.Terminal() || !s.Phase.Terminal() {
+		return
+	}
+	reported := r.takeSpans(after)
+	if s.StartTime == nil || s.CompletionTime == nil {
 		return
 	}
 	attrs := []attribute.KeyValue{run, telemetry.CommandRunPhase.String(string(s.Phase)), telemetry.SandboxServiceAccount.String(s.ServiceAccountName)}
@@ -82,13 +93,56 @@ func traceRun(before, after *skillsv1.CommandRun, now time.Time) {
 	if s.Phase != skillsv1.PhaseSucceeded {
 		failed = errStep(string(s.Phase))
 	}
-	span(ctx, "sandbox", s.StartTime.Time, s.CompletionTime.Time, failed, attrs...)
+	sandboxCtx := span(ctx, "sandbox", s.StartTime.Time, s.CompletionTime.Time, failed, attrs...)
+	for _, rs := range reported {
+		attrs := []attribute.KeyValue{run}
+		var failed error
+		switch {
+		case rs.Name == runner.SpanExec:
+			attrs = append(attrs, telemetry.ProcessExecutable.String(rs.Program), telemetry.PolicyAction.String(rs.Action))
+			if rs.Refused {
+				failed = errStep("refused")
+			}
+		case rs.ExitCode != nil:
+			attrs = append(attrs, telemetry.ProcessExitCode.Int(*rs.ExitCode))
+		}
+		span(sandboxCtx, rs.Name, time.Unix(0, rs.StartNanos), time.Unix(0, rs.EndNanos), failed, attrs...)
+	}
+}
+
+// reportedSpans are the spans a runner reported with a run's result.
+type reportedSpans struct {
+	uid   types.UID
+	spans []runner.Span
+}
+
+// recordResult puts the runner's report in the run's status, and keeps the
+// spans it carries for the run's trace (traceRun).
+func (r *CommandRunReconciler) recordResult(run *skillsv1.CommandRun, res *runner.Result, jobDeadlineExceeded bool) {
+	run.Status.Result = resultStatus(res, jobDeadlineExceeded)
+	if len(res.Spans) > 0 {
+		r.runnerSpans.Store(client.ObjectKeyFromObject(run), reportedSpans{uid: run.UID, spans: res.Spans})
+	}
+}
+
+// takeSpans returns, and forgets, the spans the run's runner reported.
+func (r *CommandRunReconciler) takeSpans(run *skillsv1.CommandRun) []runner.Span {
+	v, ok := r.runnerSpans.LoadAndDelete(client.ObjectKeyFromObject(run))
+	if !ok || v.(reportedSpans).uid != run.UID {
+		return nil
+	}
+	return v.(reportedSpans).spans
+}
+
+// forgetSpans drops the spans of the run key, once it is deleted.
+func (r *CommandRunReconciler) forgetSpans(key types.NamespacedName) {
+	r.runnerSpans.Delete(key)
 }
 
 // span records one finished span of a run's step under ctx, failed when
-// failed is an error.
-func span(ctx context.Context, name string, start, end time.Time, failed error, attrs ...attribute.KeyValue) {
-	_, sp := runTracer().Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
+// failed is an error, and returns ctx under it.
+func span(ctx context.Context, name string, start, end time.Time, failed error, attrs ...attribute.KeyValue) context.Context {
+	ctx, sp := runTracer().Start(ctx, name, trace.WithTimestamp(start), trace.WithAttributes(attrs...))
 	if failed != nil {
 		sp.SetAttributes(telemetry.ErrorType.String(failed.Error()))
 		sp.SetStatus(codes.Error, failed.Error())
@@ -97,6 +151,7 @@ func span(ctx context.Context, name string, start, end time.Time, failed error, 
 		end = start
 	}
 	sp.End(trace.WithTimestamp(end))
+	return ctx
 }
 
 // errStep is how a step ended when it did not succeed: its outcome.

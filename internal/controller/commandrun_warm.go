@@ -167,7 +167,7 @@ func (r *CommandRunReconciler) runsWarm(ctx context.Context, p *runPass) (follow
 		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in warm sandbox %s", name), r.now())
 		return true, 0, nil
 	case call != nil && call.err == nil:
-		run.Status.Result = resultStatus(call.res, false)
+		r.recordResult(run, call.res, false)
 		return true, 0, r.endWarm(ctx, p)
 	case call != nil && handoffRefused(call.err, call.fresh):
 		r.warmElsewhere(run, key, fmt.Sprintf("Warm sandbox %s did not take the command (%v)", name, call.err))
@@ -201,7 +201,7 @@ func (r *CommandRunReconciler) runsWarm(ctx context.Context, p *runPass) (follow
 			r.warmElsewhere(run, key, fmt.Sprintf("Warm sandbox %s ended without taking the command", name))
 			return false, 0, nil
 		}
-		run.Status.Result = resultStatus(res, false)
+		r.recordResult(run, res, false)
 		return true, 0, r.endWarm(ctx, p)
 	case !pod.DeletionTimestamp.IsZero():
 		// It is being stopped: its runner reports what it did as it ends.

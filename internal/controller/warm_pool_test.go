@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"regexp"
@@ -464,4 +465,53 @@ func startOperator(t *testing.T) {
 	var err error
 	operator, err = operatortest.Start(env, manager.Options{SkillWorkers: 4, RunWorkers: 4})
 	NewWithT(t).Expect(err).NotTo(HaveOccurred())
+}
+
+// TestWarmRunReportsItsRunnersSpans: a traced run handed to a warm pod
+// asks its runner for spans; the runner reports the command's and its
+// programs' (never their arguments: runner.Span has no field for them),
+// and the operator makes them children of the run's sandbox span, in the
+// tool call's trace.
+func TestWarmRunReportsItsRunnersSpans(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	exp := operatortest.RecordSpans(t)
+	ns := warmSetup(t, 1, 0, func(p *skillsv1.CommandPolicy) {
+		p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "cat *", Action: skillsv1.ActionAlways})
+	})
+	startWarmKubelet(t, ns)
+	waitWarmRunning(t, ns, 1)
+
+	// A run may find the pod not yet running in the operator's cache,
+	// which lags the test's view: it then takes a Job, ended here as the
+	// kubelet would, and the next run is filed.
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("traced-%d", i)
+		run := warmRun(ns, name, "cat /dev/null")
+		run.Annotations = map[string]string{skillsv1.AnnotationTraceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+		g.Expect(k8s.Create(ctx, run)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, keyOf(ns, name), run)).To(Succeed())
+			g.Expect(run.Status.WarmPod+run.Status.JobName).NotTo(BeEmpty(), "%s: %+v", run.Status.Phase, run.Status.Decision)
+		}, timeout, interval).Should(Succeed())
+		if run.Status.WarmPod != "" {
+			waitPhase(t, ns, name, skillsv1.PhaseSucceeded)
+			break
+		}
+		g.Expect(i).To(BeNumerically("<", 3), "no run reached the warm pod")
+		finishJob(t, ns, name, &runner.Result{}, false)
+		waitPhase(t, ns, name, skillsv1.PhaseSucceeded)
+		exp.Reset()
+	}
+	g.Eventually(func(g Gomega) {
+		named := operatortest.SpansByName(exp.GetSpans())
+		sandbox, command, program := named["sandbox"], named["command"], named["exec"]
+		g.Expect(sandbox.SpanContext.TraceID().String()).To(Equal("4bf92f3577b34da6a3ce929d0e0e4736"))
+		g.Expect(operatortest.SpanAttributes(sandbox)).To(HaveKeyWithValue("kubeskills.sandbox.kind", "warm"))
+		g.Expect(command.Parent.SpanID()).To(Equal(sandbox.SpanContext.SpanID()))
+		g.Expect(program.Parent.SpanID()).To(Equal(sandbox.SpanContext.SpanID()))
+		g.Expect(operatortest.SpanAttributes(program)).To(HaveKeyWithValue("process.executable.name", "cat"))
+		g.Expect(operatortest.SpanAttributes(command)).To(HaveKeyWithValue("process.exit.code", "0"))
+		g.Expect(operatortest.SpanAttributes(program)).To(HaveKeyWithValue("kubeskills.policy.action", "Always"))
+	}, timeout, interval).Should(Succeed())
 }

@@ -83,6 +83,8 @@ type Handoff struct {
 	// SkillHash must equal the hash of the skill the pod was made with
 	// (ServeOptions.SkillHash); empty when it has none.
 	SkillHash string `json:"skillHash,omitempty"`
+	// Spans asks for the command's spans on its result.
+	Spans bool `json:"spans,omitempty"`
 }
 
 // handoffLine is one line of the runner's answer to an accepted handoff:
@@ -303,7 +305,7 @@ func Serve(o ServeOptions) *Result {
 	} else {
 		run.Command, run.Policy = h.Command, h.Policy
 		run.Timeout = time.Duration(h.TimeoutMillis) * time.Millisecond
-		run.OutputLimit = h.OutputLimit
+		run.OutputLimit, run.Spans = h.OutputLimit, h.Spans
 		res = Run(run)
 	}
 	err = Report(res, o.Log, o.ResultFile)

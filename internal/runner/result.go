@@ -77,6 +77,10 @@ type Result struct {
 	// before its idle timeout, or a signal stopped it first. Nothing ran,
 	// so the run it was meant for may still run elsewhere.
 	NoCommand bool `json:"noCommand,omitempty"`
+	// Spans are the command's and its programs' (Span), when the run
+	// asked for them; SpansDropped counts the programs past maxSpans.
+	Spans        []Span `json:"spans,omitempty"`
+	SpansDropped int    `json:"spansDropped,omitempty"`
 
 	// LogSHA256 is set only on a summary returned by ParseTerminationMessage
 	// when the full result is in the log: pass it to ParseLog.

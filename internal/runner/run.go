@@ -116,6 +116,8 @@ type Options struct {
 	// read-only file systems. A file created or changed during the run
 	// never runs, wherever it is.
 	ExecDirs []string
+	// Spans asks for the command's spans on its result (Result.Spans).
+	Spans bool
 }
 
 // withDefaults returns o with its zero fields filled in.
@@ -218,6 +220,7 @@ func Run(opts Options) *Result {
 		res.ExitCode = ExitRunnerFailure
 		res.Error = fmt.Sprintf("failed to wait for %s: %v", o.Executable, waitErr)
 	}
+	p.spans.report(res, p.started, p.ended)
 	res.Stdout, res.StdoutTruncated, res.StdoutBytes = p.stdout.result()
 	res.Stderr, res.StderrTruncated, res.StderrBytes = p.stderr.result()
 	if p.refusal != nil {
@@ -322,6 +325,8 @@ type process struct {
 	// refusal is the program the supervisor refused, if any; it is set
 	// before treeGone is closed.
 	refusal *Refusal
+	// spans records the programs the supervisor judged, when asked.
+	spans *spanLog
 }
 
 // nowFunc is the clock of the process's start and end.
@@ -352,6 +357,7 @@ func startProcess(o Options, e *Enforcer) (*process, error) {
 		outputDone: make(chan struct{}),
 		exited:     make(chan exitStatus, 1),
 		treeGone:   make(chan struct{}),
+		spans:      newSpanLog(o.Spans),
 	}
 	argv := append(append([]string{o.Executable, ShellSubcommand}, PolicyArgs(o.Policy)...), "-c", o.Command)
 	err = startSupervised(o, e, argv, []*os.File{devNull, outW, errW}, p)

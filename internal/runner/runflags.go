@@ -23,6 +23,8 @@ type RunFlags struct {
 	Kubeconfig string
 	AwaitFence string
 	ExecDirs   []string
+	// Spans asks for the command's spans on its result.
+	Spans bool
 }
 
 // ParseRunArgs parses the arguments of "runner run" and returns its flags
@@ -47,6 +49,7 @@ func ParseRunArgs(args []string, stderr io.Writer) (f RunFlags, command string, 
 	fs.StringVar(&f.AwaitFence, "await-fence", "", "start the command only once a TCP connection to this HOST:PORT, which the sandbox's network fence denies, fails")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "write a kubeconfig for the pod's ServiceAccount here before the command runs, when its token is mounted in "+ServiceAccountDir)
 	addExecDirFlag(fs, &f.ExecDirs)
+	fs.BoolVar(&f.Spans, SpansFlag, false, "report the command's span and a span per program judged with the result, for the run's trace")
 	if err := fs.Parse(args); err != nil {
 		return f, "", nil, err
 	}

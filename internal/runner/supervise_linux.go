@@ -54,6 +54,8 @@ type supervisor struct {
 	tracees map[int]*tracee
 	// refusal is the first exec refused; the whole tree is killed then.
 	refusal *Refusal
+	// spans records each program judged, when the run asked for spans.
+	spans *spanLog
 }
 
 // startSupervised starts the runner's shell under ptrace and runs the
@@ -66,7 +68,7 @@ func startSupervised(o Options, e *Enforcer, argv []string, files []*os.File, p 
 		runtime.LockOSThread()
 		// The thread is never unlocked: it exits with the goroutine, so
 		// no other goroutine inherits a thread that was a tracer.
-		s := &supervisor{e: e, execDirs: o.ExecDirs, pathDirs: filepath.SplitList(getenvFrom(o.Env)("PATH")), tracees: map[int]*tracee{}}
+		s := &supervisor{e: e, execDirs: o.ExecDirs, pathDirs: filepath.SplitList(getenvFrom(o.Env)("PATH")), tracees: map[int]*tracee{}, spans: p.spans}
 		if err := unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &s.started); err != nil {
 			started <- fmt.Errorf("failed to read the clock: %w", err)
 			return
@@ -270,12 +272,14 @@ func (s *supervisor) created(pid int, t *tracee) {
 // exec judges the program pid is about to run. It reports whether the
 // program may run; when it may not, the whole tree is killed.
 func (s *supervisor) exec(pid int, t *tracee) bool {
+	start := nowFunc()
 	if t == nil {
 		t = &tracee{name: "a program"}
 		s.track(pid, t)
 	}
 	prog, err := readProgram(pid)
 	if err != nil {
+		s.spans.exec(start, "", "", true)
 		s.refuse(&Refusal{What: "a program started by " + t.name, Reason: "the runner cannot read it: " + err.Error()})
 		return false
 	}
@@ -287,12 +291,16 @@ func (s *supervisor) exec(pid int, t *tracee) bool {
 		err = s.runnableScript(view.Script)
 	}
 	if err != nil {
+		s.spans.exec(start, view.Called[0], "", true)
 		s.refuse(&Refusal{What: argvText(view.Called), Reason: err.Error(), Program: prog.Exe, StartedBy: t.name})
 		return false
 	}
+	action := "Trusted"
 	if !t.trusted {
 		d := s.e.judgeExec(view, readScript)
+		action = string(d.Action)
 		if err := s.e.refuse(argvText(view.Called), d.Decision); err != nil {
+			s.spans.exec(start, view.Called[0], action, true)
 			r := err.(*Refusal)
 			r.Program, r.StartedBy = prog.Exe, t.name
 			s.refuse(r)
@@ -300,6 +308,7 @@ func (s *supervisor) exec(pid int, t *tracee) bool {
 		}
 		t.trusted = d.trusted
 	}
+	s.spans.exec(start, view.Called[0], action, false)
 	t.name = strconv.Quote(clip(filepath.Base(view.Called[0]), 64))
 	return true
 }

@@ -283,6 +283,9 @@ func commandContainer(p Params, sb *skillsv1.Sandbox, command []string) corev1.C
 	if p.FenceCheck != "" {
 		command = withRunnerFlag(command, "--await-fence="+p.FenceCheck)
 	}
+	if traced(p.Run) {
+		command = withRunnerFlag(command, "--"+runner.SpansFlag)
+	}
 	sort.Slice(env, func(i, j int) bool { return env[i].Name < env[j].Name })
 	return corev1.Container{
 		Name:                     ContainerCommand,
@@ -338,6 +341,12 @@ func RunnerCommand(timeout time.Duration, outputLimitBytes int32, pol runner.Pol
 	}
 	cmd = append(cmd, runner.PolicyArgs(pol.Encode())...)
 	return append(cmd, "--", command)
+}
+
+// traced tells whether run belongs to a trace (its traceparent
+// annotation): its runner then reports the command's spans.
+func traced(run *skillsv1.CommandRun) bool {
+	return run != nil && run.Annotations[skillsv1.AnnotationTraceparent] != ""
 }
 
 // withRunnerFlag puts a flag of the runner before the "--" that ends them,

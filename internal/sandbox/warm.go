@@ -226,6 +226,7 @@ func Handoff(p Params) runner.Handoff {
 		OutputLimit:      int64(outputLimit(sandboxOf(p.Policy))),
 		PolicyGeneration: policyGeneration(p.Policy),
 		SkillHash:        p.SkillHash,
+		Spans:            traced(p.Run),
 	}
 }
 

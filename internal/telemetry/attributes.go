@@ -52,6 +52,7 @@ var (
 	ErrorType          = semconv.ErrorTypeKey
 	ServerAddress      = semconv.ServerAddressKey
 	ProcessExitCode    = semconv.ProcessExitCodeKey
+	ProcessExecutable  = semconv.ProcessExecutableNameKey
 	MCPMethodName      = semconv.McpMethodNameKey
 	MCPSessionID       = semconv.McpSessionIDKey
 	MCPProtocolVersion = semconv.McpProtocolVersionKey
