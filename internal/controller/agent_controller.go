@@ -58,6 +58,10 @@ type AgentReconciler struct {
 	// CatalogShardBytes is the most one catalog ConfigMap holds; 0 means
 	// the skill shard default.
 	CatalogShardBytes int
+	// Tracing are the variables that configure the operator's tracing
+	// (telemetry.PassedOn): each agent gets them, so that its traces go
+	// where the operator's go.
+	Tracing []corev1.EnvVar
 
 	// applied remembers the Deployments, ServiceAccounts, Roles,
 	// RoleBindings, Services and NetworkPolicies applied, to skip applies
@@ -189,7 +193,7 @@ func (r *AgentReconciler) reconcile(ctx context.Context, a *skillsv1.Agent) (tim
 	if err != nil {
 		return 0, err
 	}
-	deploy := agentDeployment(agentParams{agent: a, image: r.Image, catalog: cat, tokenSecret: token})
+	deploy := agentDeployment(agentParams{agent: a, image: r.Image, catalog: cat, tokenSecret: token, tracing: r.Tracing})
 	// Each object is applied only when the apply would change it: when it
 	// differs from what was last applied, or someone changed it since, or
 	// it is not there.

@@ -52,6 +52,9 @@ type agentParams struct {
 	// tokenSecret names the Secret of the API's bearer token; "" when the
 	// Agent disables auth.
 	tokenSecret string
+	// tracing are the variables that send the agent's traces where the
+	// operator's go (AgentReconciler.Tracing).
+	tracing []corev1.EnvVar
 }
 
 // agentObjectName is the name of the agent's ServiceAccount, Role,
@@ -221,6 +224,7 @@ func agentContainer(p agentParams, rt *skillsv1.AgentRuntime, mounts []corev1.Vo
 		// limit, the rest being headroom for what it does not count.
 		env = append(env, corev1.EnvVar{Name: "GOMEMLIMIT", Value: strconv.FormatInt(limit.Value()/10*9, 10)})
 	}
+	env = append(env, p.tracing...)
 	probe := func(path string) *corev1.Probe {
 		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString(agentPortName)}}}
 	}

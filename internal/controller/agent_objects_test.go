@@ -234,3 +234,14 @@ func TestAgentObjectsMemoryLimit(t *testing.T) {
 		t.Errorf("with no memory limit, GOMEMLIMIT = %q, want none", v)
 	}
 }
+
+// TestAgentObjectsTracing: the agent's container gets the operator's
+// tracing variables, so that its traces go where the operator's go.
+func TestAgentObjectsTracing(t *testing.T) {
+	tracing := []corev1.EnvVar{{Name: "OTEL_EXPORTER_OTLP_ENDPOINT", Value: "http://collector.observability:4318"}}
+	d := agentDeployment(agentParams{agent: testAgent(), image: "ghcr.io/kubeskills/agent:v0.1.0", catalog: testCatalog(), tracing: tracing})
+	env := d.Spec.Template.Spec.Containers[0].Env
+	if len(env) != 2 || env[1] != tracing[0] {
+		t.Errorf("env = %v, want GOMEMLIMIT then %v", env, tracing)
+	}
+}

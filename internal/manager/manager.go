@@ -32,6 +32,7 @@ import (
 	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 	"github.com/kubeskills/kubeskills/internal/skill"
+	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
 // Options are the manager's settings, resolved once at start.
@@ -317,6 +318,9 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		Recorder:  mgr.GetEventRecorder("kubeskills-agent"),
 		Image:     o.Image,
 		Policies:  policyCache,
+	}
+	for _, v := range telemetry.PassedOn() {
+		agents.Tracing = append(agents.Tracing, corev1.EnvVar{Name: v.Name, Value: v.Value})
 	}
 	if err := agents.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("failed to set up the Agent controller: %w", err)

@@ -78,3 +78,29 @@ func protocol() string {
 	}
 	return "http/protobuf"
 }
+
+// passedOn are the variables that configure where traces go and how many,
+// which a process hands to the ones it starts (the operator to its
+// agents). OTEL_EXPORTER_OTLP_HEADERS and its traces twin are not among
+// them: they may hold credentials.
+var passedOn = []string{
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+	"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+	"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER",
+}
+
+// Variable is one environment variable.
+type Variable struct{ Name, Value string }
+
+// PassedOn returns the tracing variables of this process's environment
+// that are set, in a fixed order, for the processes it starts.
+func PassedOn() []Variable {
+	var out []Variable
+	for _, name := range passedOn {
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			out = append(out, Variable{Name: name, Value: v})
+		}
+	}
+	return out
+}

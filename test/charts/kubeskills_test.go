@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -109,6 +110,11 @@ func TestOperatorChartDefaults(t *testing.T) {
 	if o.LeaderElection {
 		t.Error("--leader-elect with one replica")
 	}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "OTEL_") {
+			t.Errorf("tracing is on by default: %s=%s", e.Name, e.Value)
+		}
+	}
 	if o.MetricsAddr != ":8443" || !o.MetricsSecure || o.ProbeAddr != ":8081" {
 		t.Errorf("--metrics-bind-address=%s --metrics-secure=%t --health-probe-bind-address=%s", o.MetricsAddr, o.MetricsSecure, o.ProbeAddr)
 	}
@@ -184,6 +190,23 @@ func TestOperatorChartValues(t *testing.T) {
 				t.Error("runner ClusterRole rendered with runnerRole.create=false")
 			}
 			checkRBAC(t, objs, "skills-operator", "skills-operator")
+		},
+	}, {
+		name: "tracing",
+		set:  []string{"tracing.endpoint=http://collector.observability:4318", "tracing.sampler=parentbased_traceidratio", "tracing.samplerArg=0.1"},
+		check: func(t *testing.T, objs objects) {
+			d := toTyped[appsv1.Deployment](t, objs.get(t, "Deployment", "kubeskills"))
+			env := map[string]string{}
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				env[e.Name] = e.Value
+			}
+			want := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.observability:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+				"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}
+			for k, v := range want {
+				if env[k] != v {
+					t.Errorf("%s = %q, want %q", k, env[k], v)
+				}
+			}
 		},
 	}, {
 		name: "two replicas elect a leader",
