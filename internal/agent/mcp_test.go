@@ -248,8 +248,8 @@ func TestMCPNeedsTheToken(t *testing.T) {
 
 // TestMCPSessionsAreBounded: past the session limit a new session is
 // refused with 503 while the open ones go on, their streams open and their
-// calls served; a session idle for longer than the idle timeout is closed,
-// which frees its place.
+// calls served, and the metrics count them; a session idle for longer
+// than the idle timeout is closed, which frees its place.
 func TestMCPSessionsAreBounded(t *testing.T) {
 	g := NewWithT(t)
 	const idle = 2 * time.Second
@@ -265,6 +265,8 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 	_, err := f.mcpClient(t, legacyProtocol, f.token, nil)
 	g.Expect(err).To(MatchError(ContainSubstring("Service Unavailable")))
 	g.Expect(listSkills(t, first).Skills).To(HaveLen(2), "open sessions are served")
+	_, metrics := f.do(t, http.MethodGet, "/metrics", "", nil)
+	g.Expect(string(metrics)).To(ContainSubstring("\n"+agent.MetricMCPSessions+" 2\n"), "the metrics count the sessions open")
 
 	g.Eventually(func() error {
 		_, err := f.mcpClient(t, legacyProtocol, f.token, nil)

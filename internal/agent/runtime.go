@@ -166,6 +166,7 @@ func New(cfg Config, skills Skills, kube client.WithWatch, log logr.Logger) (*Ru
 		if r.mcp, err = newMCPEndpoint(r); err != nil {
 			return nil, fmt.Errorf("failed to create the MCP endpoint of agent %s: %w", cfg.Agent, err)
 		}
+		m.mcpSessions(r.mcp.sessions)
 	}
 	return r, nil
 }

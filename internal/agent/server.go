@@ -413,6 +413,8 @@ const (
 	// gen_ai.client.operation.duration, in seconds: each model call, with
 	// error.type set when it failed.
 	MetricOperationDuration = "gen_ai_client_operation_duration_seconds"
+	// MetricMCPSessions is the number of MCP sessions open.
+	MetricMCPSessions = "kubeskills_agent_mcp_sessions"
 )
 
 // Attribute values of the GenAI metrics (semantic conventions v1.41.0).
@@ -488,6 +490,13 @@ func newMetrics(skills Skills) *metrics {
 		reloads("ok", func(ok, _ int) int { return ok }),
 		reloads("failed", func(_, failed int) int { return failed }))
 	return m
+}
+
+// mcpSessions has the MCP sessions open counted when scraped.
+func (m *metrics) mcpSessions(count func() int) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: MetricMCPSessions, Help: "MCP sessions open.",
+	}, func() float64 { return float64(count()) }))
 }
 
 // handler serves the metrics in the Prometheus text format.
