@@ -355,7 +355,8 @@ func TestCommandContainerThatNeverStartedEndsTheRun(t *testing.T) {
 
 // TestRunSaysWhyItsSandboxCannotStart: while the scheduler finds no node
 // for the sandbox pod, or the kubelet cannot pull its image, the run, still
-// Running, says so at once: Stalled, with the pod's own reason and message.
+// Running, says so at once: Stalled, with the pod's own reason and message,
+// counted once per reason in the metrics.
 // Once the pod gets past it, Stalled goes, and the run ends as its command
 // does.
 func TestRunSaysWhyItsSandboxCannotStart(t *testing.T) {
@@ -392,6 +393,10 @@ func TestRunSaysWhyItsSandboxCannotStart(t *testing.T) {
 			Reason: "ImagePullBackOff", Message: `Back-off pulling image "toolbox:nope"`}}}}}
 	g.Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
 	stalled("ImagePullBackOff", `container "command": Back-off pulling image "toolbox:nope"`)
+	for _, reason := range []string{"Unschedulable", "ImagePullBackOff"} {
+		g.Expect(metric(g, "kubeskills_sandbox_start_failures_total", map[string]string{"namespace": ns, "reason": reason})).To(Equal(1.0),
+			"the metrics count each reason the sandbox could not start, once")
+	}
 
 	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}
 	pod.Status.Phase = corev1.PodRunning

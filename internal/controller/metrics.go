@@ -47,10 +47,15 @@ var (
 		Help:    "How long commands ran in their sandbox, as the runner measured, by namespace.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
 	}, []string{"namespace"})
+	sandboxBlocked = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kubeskills_sandbox_start_failures_total",
+		Help: "Sandboxes that could not start their command, by namespace and the pod's reason (Unschedulable, ErrImagePull, ...): " +
+			"each time a run's Stalled condition takes a new reason while it runs.",
+	}, []string{"namespace", "reason"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(decisionsTotal, runsEndedTotal, approvalWait, sandboxOverhead, commandDuration, stateCollector{})
+	metrics.Registry.MustRegister(decisionsTotal, runsEndedTotal, approvalWait, sandboxOverhead, commandDuration, sandboxBlocked, stateCollector{})
 }
 
 // recordRunMetrics counts what a pass stored, from the run as it was read
@@ -63,6 +68,13 @@ func recordRunMetrics(before, after *skillsv1.CommandRun, now time.Time) {
 	}
 	if before.Status.Phase == skillsv1.PhaseAwaitingApproval && after.Status.Phase != skillsv1.PhaseAwaitingApproval {
 		approvalWait.WithLabelValues(ns, approvalOutcome(after.Status.Phase)).Observe(now.Sub(after.CreationTimestamp.Time).Seconds())
+	}
+	if after.Status.Phase == skillsv1.PhaseRunning {
+		was := apimeta.FindStatusCondition(before.Status.Conditions, skillsv1.StalledCondition)
+		if now := apimeta.FindStatusCondition(after.Status.Conditions, skillsv1.StalledCondition); now != nil && now.Status == metav1.ConditionTrue &&
+			(was == nil || was.Status != metav1.ConditionTrue || was.Reason != now.Reason) {
+			sandboxBlocked.WithLabelValues(ns, now.Reason).Inc()
+		}
 	}
 	if before.Status.Phase.Terminal() || !after.Status.Phase.Terminal() {
 		return

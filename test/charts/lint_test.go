@@ -58,6 +58,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{name: "metrics on the probe port", chart: "kubeskills", set: []string{"metrics.port=8081"}, want: "port"},
 		{name: "tracing protocol", chart: "kubeskills", set: []string{"tracing.endpoint=http://c:4318", "tracing.protocol=thrift"}, want: "protocol"},
 		{name: "tracing endpoint", chart: "kubeskills", set: []string{"tracing.endpoint=c:4318"}, want: "endpoint"},
+		{name: "alert duration", chart: "kubeskills", set: []string{"monitoring.prometheusRule.notReadyFor=soon"}, want: "notReadyFor"},
 		{name: "model URL", chart: "agent", set: []string{"model.baseURL=ftp://models", "model.name=m"}, want: "baseURL"},
 		{name: "rule action", chart: "agent", set: append([]string{"policy.extraRules[0].pattern=ls", "policy.extraRules[0].action=Maybe"}, model...), want: "action"},
 		{name: "rule children", chart: "agent", set: append([]string{"policy.extraRules[0].pattern=ls", "policy.extraRules[0].action=Always",
