@@ -13,6 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	promodel "github.com/prometheus/common/model"
 )
@@ -66,43 +67,12 @@ func settledLevel(t *testing.T, before managerLevel) managerLevel {
 	return level
 }
 
-// readLevel scrapes the manager pod's metrics through a port-forward, with
-// the token of a ServiceAccount bound to kubeskills-metrics-reader.
+// readLevel reads a manager pod's level from its metrics.
 func readLevel(t *testing.T, pod string) (managerLevel, error) {
 	t.Helper()
-	metricsTokenOnce.Do(func() {
-		out, err := c.command(c.kubectl, "create", "token", "chaos-metrics", "-n", operatorNS, "--duration", "2h")
-		if err != nil {
-			t.Fatal(err)
-		}
-		metricsToken = strings.TrimSpace(out)
-	})
-	url, fwd := c.forward(t, operatorNS, "pod/"+pod, 8443)
-	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.Replace(url, "http://", "https://", 1)+"/metrics", nil)
+	families, err := scrapeManager(t, pod)
 	if err != nil {
 		return managerLevel{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+metricsToken)
-	// The manager's serving certificate is self-signed. No connection is
-	// kept: an idle one would count among the manager's goroutines.
-	insecure := &http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true,
-	}}
-	resp, err := insecure.Do(req)
-	if err != nil {
-		return managerLevel{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return managerLevel{}, fmt.Errorf("GET /metrics of %s: %s", pod, resp.Status)
-	}
-	parser := expfmt.NewTextParser(promodel.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return managerLevel{}, fmt.Errorf("failed to parse the metrics of %s: %w", pod, err)
 	}
 	gauge := func(name string) (float64, error) {
 		f, ok := families[name]
@@ -120,4 +90,47 @@ func readLevel(t *testing.T, pod string) (managerLevel, error) {
 		return managerLevel{}, err
 	}
 	return managerLevel{Pod: pod, Goroutines: int(goroutines), RSSMiB: rss / (1 << 20)}, nil
+}
+
+// scrapeManager scrapes the manager pod's metrics through a port-forward,
+// with the token of a ServiceAccount bound to kubeskills-metrics-reader
+// (testdata/chaos-metrics.yaml), as Prometheus would.
+func scrapeManager(t *testing.T, pod string) (map[string]*dto.MetricFamily, error) {
+	t.Helper()
+	metricsTokenOnce.Do(func() {
+		c.mustKubectl(t, "apply", "-f", "test/e2e/testdata/chaos-metrics.yaml")
+		out, err := c.command(c.kubectl, "create", "token", "chaos-metrics", "-n", operatorNS, "--duration", "2h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metricsToken = strings.TrimSpace(out)
+	})
+	url, fwd := c.forward(t, operatorNS, "pod/"+pod, 8443)
+	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.Replace(url, "http://", "https://", 1)+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+metricsToken)
+	// The manager's serving certificate is self-signed. No connection is
+	// kept: an idle one would count among the manager's goroutines.
+	insecure := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true,
+	}}
+	resp, err := insecure.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics of %s: %s", pod, resp.Status)
+	}
+	parser := expfmt.NewTextParser(promodel.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse the metrics of %s: %w", pod, err)
+	}
+	return families, nil
 }

@@ -114,6 +114,7 @@ func TestEndToEnd(t *testing.T) {
 		{"5 ask approve deny expire never", approvals},
 		{"5b two approvers of two, end to end", twoOfTwo},
 		{"5c a program the approved line starts is judged in the sandbox", childJudged},
+		{"5d the operator's metrics count the runs there are", metricsCountWhatHappened},
 		{"6 timeout truncation and separate streams", limits},
 		{"6b a quota refuses the sandbox: the run says why at once", quotaRefusesTheSandbox},
 		{"7 sandbox is locked down", lockedDown},
