@@ -368,6 +368,9 @@ func TestWarmPodDeletedMidCommand(t *testing.T) {
 	g.Expect(k8s.Create(ctx, warmRun(ns, "stopped", "sleep 30"))).To(Succeed())
 	run := waitPhase(t, ns, "stopped", skillsv1.PhaseRunning)
 	w := kubelet.pod(t, run.Status.WarmPod)
+	// Running is recorded as the handoff starts: the stop must come after
+	// it reached the pod, or the pod refuses it and the run takes a Job.
+	g.Expect(w.Reached(timeout)).To(Succeed())
 	g.Expect(k8s.Delete(ctx, w.Pod)).To(Succeed())
 	w.Signal(syscall.SIGTERM)
 	run = waitPhase(t, ns, "stopped", skillsv1.PhaseFailed)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,6 +48,8 @@ type WarmPod struct {
 	IP      string
 	signals chan os.Signal
 	done    chan struct{}
+	// reached is closed once a request's first bytes reached the runner.
+	reached chan struct{}
 	result  *runner.Result
 }
 
@@ -67,10 +70,12 @@ func (op *Operator) ServeWarm(ctx context.Context, c client.Client, pod *corev1.
 		return nil, fmt.Errorf("pod %s: %w", pod.Name, errors.Join(err, usageErr))
 	}
 	w := &WarmPod{Pod: pod, IP: nextLoopback(), signals: make(chan os.Signal, 4), done: make(chan struct{})}
-	l, err := net.Listen("tcp", net.JoinHostPort(w.IP, strconv.Itoa(runner.HandoffPort)))
+	w.reached = make(chan struct{})
+	inner, err := net.Listen("tcp", net.JoinHostPort(w.IP, strconv.Itoa(runner.HandoffPort)))
 	if err != nil {
 		return nil, err
 	}
+	l := &watchedListener{Listener: inner, reached: w.reached}
 	dir, err := os.MkdirTemp("", "warm-")
 	if err != nil {
 		_ = l.Close()
@@ -129,6 +134,47 @@ func (op *Operator) ServeWarm(ctx context.Context, c client.Client, pod *corev1.
 	}
 	w.Pod = live
 	return w, nil
+}
+
+// Reached waits until a handoff reached the runner: a signal sent after it
+// stops the command it takes, or the handoff itself, and the runner
+// answers that on the handoff's connection either way.
+func (w *WarmPod) Reached(within time.Duration) error {
+	select {
+	case <-w.reached:
+		return nil
+	case <-time.After(within):
+		return fmt.Errorf("no handoff reached the runner of pod %s within %s", w.Pod.Name, within)
+	}
+}
+
+// watchedListener closes reached once a connection it accepted delivered
+// its first bytes.
+type watchedListener struct {
+	net.Listener
+	once    sync.Once
+	reached chan struct{}
+}
+
+func (l *watchedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &watchedConn{Conn: c, l: l}, nil
+}
+
+type watchedConn struct {
+	net.Conn
+	l *watchedListener
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.l.once.Do(func() { close(c.l.reached) })
+	}
+	return n, err
 }
 
 // Signal sends the runner a signal, as the kubelet does to stop a pod.
