@@ -136,7 +136,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			r.forgetFence(req.NamespacedName)
 			r.forgetSpans(req.NamespacedName)
 			if r.Warm != nil {
-				r.Warm.forgetRun(req.NamespacedName)
+				r.Warm.forget(req.NamespacedName)
 			}
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -197,7 +197,7 @@ func (r *CommandRunReconciler) reconcile(ctx context.Context, p *runPass) (ctrl.
 	run.Status.ObservedGeneration = run.Generation
 	if run.Status.Phase.Terminal() {
 		if r.Warm != nil {
-			r.Warm.forget(run.UID)
+			r.Warm.forget(client.ObjectKeyFromObject(run))
 		}
 		return r.tidyEnded(ctx, run)
 	}

@@ -86,7 +86,7 @@ func (r *CommandRunReconciler) startWarm(ctx context.Context, p *runPass, agent 
 	if !ok || err != nil {
 		return false, err
 	}
-	pod, err := r.takeWarmPod(ctx, agent, sandbox.WarmShape(wp), run.UID)
+	pod, err := r.takeWarmPod(ctx, agent, sandbox.WarmShape(wp), run)
 	if pod == nil || err != nil {
 		return false, err
 	}
@@ -108,10 +108,10 @@ func (r *CommandRunReconciler) startWarm(ctx context.Context, p *runPass, agent 
 	return true, nil
 }
 
-// takeWarmPod claims, for the run with UID uid, the agent's oldest warm
-// pod of the shape that waits for a command and that no run names; nil
-// when none does.
-func (r *CommandRunReconciler) takeWarmPod(ctx context.Context, agent *skillsv1.Agent, shape string, uid types.UID) (*corev1.Pod, error) {
+// takeWarmPod claims, for run, the agent's oldest warm pod of the shape
+// that waits for a command, that no run names and that run was never
+// handed; nil when none does.
+func (r *CommandRunReconciler) takeWarmPod(ctx context.Context, agent *skillsv1.Agent, shape string, run *skillsv1.CommandRun) (*corev1.Pod, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(agent.Namespace), client.MatchingLabels{sandbox.LabelAgent: agent.Name, sandbox.LabelWarm: shape}); err != nil {
 		return nil, fmt.Errorf("failed to list the warm pods of Agent %s: %w", klog.KObj(agent), err)
@@ -133,10 +133,11 @@ func (r *CommandRunReconciler) takeWarmPod(ctx context.Context, agent *skillsv1.
 		if err := r.List(ctx, &runs, client.InNamespace(pod.Namespace), client.MatchingFields{IndexRunWarmPod: pod.Name}); err != nil {
 			return nil, fmt.Errorf("failed to list the runs of warm pod %s: %w", klog.KObj(pod), err)
 		}
-		if len(runs.Items) > 0 || r.Warm.tried(uid, client.ObjectKeyFromObject(pod)) {
+		key := client.ObjectKeyFromObject(pod)
+		if len(runs.Items) > 0 || r.Warm.tried(run, key) {
 			continue
 		}
-		if r.Warm.claim(client.ObjectKeyFromObject(pod), uid) {
+		if r.Warm.claim(key, run.UID) {
 			return pod, nil
 		}
 	}
@@ -161,7 +162,7 @@ func (r *CommandRunReconciler) runsWarm(ctx context.Context, p *runPass) (follow
 	if run.Status.Result != nil {
 		return true, 0, r.endWarm(ctx, p)
 	}
-	call := r.Warm.outcome(run.UID, key)
+	call := r.Warm.outcome(run, key)
 	switch {
 	case call != nil && !call.done:
 		setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in warm sandbox %s", name), r.now())

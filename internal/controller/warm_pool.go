@@ -63,10 +63,10 @@ type WarmPool struct {
 	ctx    context.Context
 	key    []byte
 	claims map[types.NamespacedName]types.UID
-	// calls holds each run's handoffs by pod, until the run ends or is
-	// deleted: a refusal is remembered while a status that names the pod
-	// may still be read, whatever the cache shows.
-	calls map[types.UID]map[types.NamespacedName]*handoffCall
+	// calls holds each run's handoffs, by run then pod, until the run ends
+	// or is deleted: a refusal is remembered while a status that names the
+	// pod may still be read, whatever the cache shows.
+	calls map[types.NamespacedName]*runHandoffs
 
 	// Wake receives the runs whose handoff ended; Refill the agents one
 	// of whose warm pods was taken.
@@ -74,9 +74,15 @@ type WarmPool struct {
 	Refill chan event.GenericEvent
 }
 
+// runHandoffs are the handoffs of the run with UID uid, by pod.
+type runHandoffs struct {
+	uid  types.UID
+	pods map[types.NamespacedName]*handoffCall
+}
+
 // handoffCall is one handoff under way in this process, and its outcome.
 type handoffCall struct {
-	run, pod types.NamespacedName
+	pod types.NamespacedName
 	// fresh: the run's first handoff, made just after its status named
 	// the pod, so that no earlier one can have been taken.
 	fresh bool
@@ -92,7 +98,7 @@ func NewWarmPool(c client.Client, live client.Reader, namespace string) *WarmPoo
 	return &WarmPool{
 		Client: c, Live: live, Namespace: namespace,
 		claims: map[types.NamespacedName]types.UID{},
-		calls:  map[types.UID]map[types.NamespacedName]*handoffCall{},
+		calls:  map[types.NamespacedName]*runHandoffs{},
 		Wake:   make(chan event.GenericEvent, 256),
 		Refill: make(chan event.GenericEvent, 256),
 	}
@@ -209,33 +215,29 @@ func (w *WarmPool) release(pod types.NamespacedName, uid types.UID) {
 	}
 }
 
-// forget drops the handoffs of the run with UID uid: it has ended.
-func (w *WarmPool) forget(uid types.UID) {
+// forget drops the handoffs of the run named key: it ended, or was
+// deleted.
+func (w *WarmPool) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.calls, uid)
+	delete(w.calls, key)
 }
 
-// forgetRun drops the handoffs of the run named key: it was deleted.
-func (w *WarmPool) forgetRun(key types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for uid, pods := range w.calls {
-		for _, c := range pods {
-			if c.run == key {
-				delete(w.calls, uid)
-			}
-			break
-		}
+// handoffsLocked returns run's handoffs by pod: none when those recorded
+// under its name are of another run that had the name. w.mu is held.
+func (w *WarmPool) handoffsLocked(run *skillsv1.CommandRun) map[types.NamespacedName]*handoffCall {
+	if h := w.calls[client.ObjectKeyFromObject(run)]; h != nil && h.uid == run.UID {
+		return h.pods
 	}
+	return nil
 }
 
-// outcome returns the handoff of the run with UID uid to pod in this
-// process: nil when there is none, one not done yet while it is under way.
-func (w *WarmPool) outcome(uid types.UID, pod types.NamespacedName) *handoffCall {
+// outcome returns the handoff of run to pod in this process: nil when
+// there is none, one not done yet while it is under way.
+func (w *WarmPool) outcome(run *skillsv1.CommandRun, pod types.NamespacedName) *handoffCall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c, ok := w.calls[uid][pod]
+	c, ok := w.handoffsLocked(run)[pod]
 	if !ok {
 		return nil
 	}
@@ -243,13 +245,13 @@ func (w *WarmPool) outcome(uid types.UID, pod types.NamespacedName) *handoffCall
 	return &copied
 }
 
-// tried tells whether the run with UID uid was handed to pod in this
-// process: a pod that refused it is not handed it again, even when the
-// cache still shows the pod waiting.
-func (w *WarmPool) tried(uid types.UID, pod types.NamespacedName) bool {
+// tried tells whether run was handed to pod in this process: a pod that
+// refused it is not handed it again, even when the cache still shows the
+// pod waiting.
+func (w *WarmPool) tried(run *skillsv1.CommandRun, pod types.NamespacedName) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, ok := w.calls[uid][pod]
+	_, ok := w.handoffsLocked(run)[pod]
 	return ok
 }
 
@@ -264,18 +266,18 @@ func (w *WarmPool) handOff(ctx context.Context, run *skillsv1.CommandRun, pod *c
 	key := client.ObjectKeyFromObject(pod)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c, ok := w.calls[run.UID][key]; ok && !c.done {
+	if c, ok := w.handoffsLocked(run)[key]; ok && !c.done {
 		return nil
 	}
 	if w.ctx == nil {
 		return errors.New("the warm pool has not started")
 	}
 	runKey := client.ObjectKeyFromObject(run)
-	call := &handoffCall{run: runKey, pod: key, fresh: fresh}
-	if w.calls[run.UID] == nil {
-		w.calls[run.UID] = map[types.NamespacedName]*handoffCall{}
+	if w.handoffsLocked(run) == nil {
+		w.calls[runKey] = &runHandoffs{uid: run.UID, pods: map[types.NamespacedName]*handoffCall{}}
 	}
-	w.calls[run.UID][key] = call
+	call := &handoffCall{pod: key, fresh: fresh}
+	w.calls[runKey].pods[key] = call
 	w.claims[key] = run.UID
 	addr := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(w.port()))
 	httpClient := w.HTTP
