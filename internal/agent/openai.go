@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"go.opentelemetry.io/otel/attribute"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -338,6 +339,8 @@ type model struct {
 	cfg     ModelConfig
 	client  openai.Client
 	metrics *metrics
+	// spanAttrs are the attributes of every model call's span.
+	spanAttrs []attribute.KeyValue
 }
 
 func newModel(cfg ModelConfig, m *metrics, log logr.Logger) (*model, error) {
@@ -367,7 +370,7 @@ func newModel(cfg ModelConfig, m *metrics, log logr.Logger) (*model, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &model{cfg: cfg, client: openai.NewClient(opts...), metrics: m}, nil
+	return &model{cfg: cfg, client: openai.NewClient(opts...), metrics: m, spanAttrs: modelSpanAttrs(cfg)}, nil
 }
 
 // apiKeyMiddleware sets the Authorization header of each model call from the

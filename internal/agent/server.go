@@ -417,10 +417,10 @@ const (
 	MetricMCPSessions = "kubeskills_agent_mcp_sessions"
 )
 
-// Attribute values of the GenAI metrics (semantic conventions v1.41.0).
-const (
-	genAIOperationChat  = "chat"
-	genAIProviderOpenAI = "openai"
+// Attribute values of the GenAI metrics, as the spans have them.
+var (
+	genAIOperationChat  = telemetry.OperationChat.Value.AsString()
+	genAIProviderOpenAI = telemetry.ProviderOpenAI.Value.AsString()
 )
 
 // metrics are the runtime's Prometheus metrics, in a registry of their own
@@ -514,11 +514,7 @@ func (m *metrics) modelCall(start time.Time, model string, usage *openai.Complet
 	took := time.Since(start).Seconds()
 	outcome, errorType := "ok", ""
 	if err != nil {
-		outcome, errorType = "error", "_OTHER"
-		var apiErr *openai.Error
-		if errors.As(err, &apiErr) {
-			errorType = strconv.Itoa(apiErr.StatusCode)
-		}
+		outcome, errorType = "error", modelErrorType(err)
 	}
 	m.latency.WithLabelValues(outcome).Observe(took)
 	m.duration.WithLabelValues(genAIOperationChat, genAIProviderOpenAI, model, errorType).Observe(took)

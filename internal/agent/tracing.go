@@ -43,13 +43,18 @@ func (r *Runtime) invokeTool(ctx context.Context, tool string, fn func(context.C
 	return err
 }
 
-// startCall starts the span of one call of the model.
-func (m *model) startCall(ctx context.Context) (context.Context, trace.Span) {
-	attrs := []attribute.KeyValue{telemetry.OperationChat, telemetry.ProviderOpenAI, telemetry.RequestModel.String(m.cfg.Name)}
-	if u, err := url.Parse(m.cfg.BaseURL); err == nil && u.Hostname() != "" {
+// modelSpanAttrs are the attributes every call of the model's span has.
+func modelSpanAttrs(cfg ModelConfig) []attribute.KeyValue {
+	attrs := []attribute.KeyValue{telemetry.OperationChat, telemetry.ProviderOpenAI, telemetry.RequestModel.String(cfg.Name)}
+	if u, err := url.Parse(cfg.BaseURL); err == nil && u.Hostname() != "" {
 		attrs = append(attrs, telemetry.ServerAddress.String(u.Hostname()))
 	}
-	return tracer().Start(ctx, "chat "+m.cfg.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	return attrs
+}
+
+// startCall starts the span of one call of the model.
+func (m *model) startCall(ctx context.Context) (context.Context, trace.Span) {
+	return tracer().Start(ctx, "chat "+m.cfg.Name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(m.spanAttrs...))
 }
 
 // endModelCall ends a model call's span with what the model answered:
@@ -83,20 +88,30 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
-// errorType names an error for error.type: the model's HTTP status, a bad
-// request, or "_OTHER".
+// errorType names an error for a span's error.type: the model's HTTP
+// status, a bad request, a timeout, a cancelled request, or "_OTHER".
 func errorType(err error) string {
-	var apiErr *openai.Error
 	var bad *BadRequestError
 	switch {
-	case errors.As(err, &apiErr):
-		return strconv.Itoa(apiErr.StatusCode)
+	case modelErrorType(err) != "_OTHER":
+		return modelErrorType(err)
 	case errors.As(err, &bad):
 		return "invalid_request"
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
+	}
+	return "_OTHER"
+}
+
+// modelErrorType names a failed model call for error.type, as the GenAI
+// metrics label it: the endpoint's HTTP status, or "_OTHER" when it sent
+// none.
+func modelErrorType(err error) string {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		return strconv.Itoa(apiErr.StatusCode)
 	}
 	return "_OTHER"
 }
