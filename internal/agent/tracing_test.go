@@ -49,7 +49,7 @@ func TestChatWithAnApprovedCommandIsOneTrace(t *testing.T) {
 	g.Expect(job.Spec.Template.Spec.Containers[0].Command).To(ContainElement("--spans"), "the runner of a traced run reports spans")
 	// The runner's spans, as it reports them with its result.
 	begin, zero := time.Now(), 0
-	finishJob(t, f.ns, run.Name, &runner.Result{Stdout: "OUTPUT-MARKER restarted\n", Spans: []runner.Span{
+	finishJob(t, f.ns, run.Name, &runner.Result{Stdout: "OUTPUT-MARKER restarted\n", SpansDropped: 3, Spans: []runner.Span{
 		{Name: runner.SpanCommand, StartNanos: begin.UnixNano(), EndNanos: begin.Add(40 * time.Millisecond).UnixNano(), ExitCode: &zero},
 		{Name: runner.SpanExec, StartNanos: begin.Add(time.Millisecond).UnixNano(), EndNanos: begin.Add(2 * time.Millisecond).UnixNano(),
 			Program: "kubectl", Action: "Ask"},
@@ -118,6 +118,7 @@ func TestChatWithAnApprovedCommandIsOneTrace(t *testing.T) {
 	g.Expect(attrs(wait)).To(HaveKeyWithValue("kubeskills.approval.given", "1"))
 	g.Expect(attrs(sandbox)).To(HaveKeyWithValue("kubeskills.sandbox.kind", "job"))
 	g.Expect(attrs(sandbox)).To(HaveKeyWithValue("process.exit.code", "0"))
+	g.Expect(attrs(sandbox)).To(HaveKeyWithValue("kubeskills.sandbox.programs_dropped", "3"), "the programs past the spans' bound are counted")
 	cmd, program := named["command"], named["exec"]
 	g.Expect(cmd.Parent.SpanID()).To(Equal(sandbox.SpanContext.SpanID()), "the runner's spans are the sandbox's children")
 	g.Expect(program.Parent.SpanID()).To(Equal(sandbox.SpanContext.SpanID()))

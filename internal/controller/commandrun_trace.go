@@ -89,12 +89,15 @@ func (r *CommandRunReconciler) traceRun(before, after *skillsv1.CommandRun, now 
 	if s.Result != nil && s.Result.ExitCode != nil {
 		attrs = append(attrs, telemetry.ProcessExitCode.Int(int(*s.Result.ExitCode)))
 	}
+	if reported.dropped > 0 {
+		attrs = append(attrs, telemetry.SandboxProgramsDropped.Int(reported.dropped))
+	}
 	var failed error
 	if s.Phase != skillsv1.PhaseSucceeded {
 		failed = errStep(string(s.Phase))
 	}
 	sandboxCtx := span(ctx, "sandbox", s.StartTime.Time, s.CompletionTime.Time, failed, attrs...)
-	for _, rs := range reported {
+	for _, rs := range reported.spans {
 		attrs := []attribute.KeyValue{run}
 		var failed error
 		switch {
@@ -110,10 +113,12 @@ func (r *CommandRunReconciler) traceRun(before, after *skillsv1.CommandRun, now 
 	}
 }
 
-// reportedSpans are the spans a runner reported with a run's result.
+// reportedSpans are the spans a runner reported with a run's result, and
+// how many programs it left out.
 type reportedSpans struct {
-	uid   types.UID
-	spans []runner.Span
+	uid     types.UID
+	spans   []runner.Span
+	dropped int
 }
 
 // recordResult puts the runner's report in the run's status, and keeps the
@@ -121,17 +126,17 @@ type reportedSpans struct {
 func (r *CommandRunReconciler) recordResult(run *skillsv1.CommandRun, res *runner.Result, jobDeadlineExceeded bool) {
 	run.Status.Result = resultStatus(res, jobDeadlineExceeded)
 	if len(res.Spans) > 0 {
-		r.runnerSpans.Store(client.ObjectKeyFromObject(run), reportedSpans{uid: run.UID, spans: res.Spans})
+		r.runnerSpans.Store(client.ObjectKeyFromObject(run), reportedSpans{uid: run.UID, spans: res.Spans, dropped: res.SpansDropped})
 	}
 }
 
 // takeSpans returns, and forgets, the spans the run's runner reported.
-func (r *CommandRunReconciler) takeSpans(run *skillsv1.CommandRun) []runner.Span {
+func (r *CommandRunReconciler) takeSpans(run *skillsv1.CommandRun) reportedSpans {
 	v, ok := r.runnerSpans.LoadAndDelete(client.ObjectKeyFromObject(run))
 	if !ok || v.(reportedSpans).uid != run.UID {
-		return nil
+		return reportedSpans{}
 	}
-	return v.(reportedSpans).spans
+	return v.(reportedSpans)
 }
 
 // forgetSpans drops the spans of the run key, once it is deleted.

@@ -60,6 +60,15 @@ func newSpanLog(on bool) *spanLog {
 	return &spanLog{}
 }
 
+// now is when a program's judgement starts: the zero time when nothing is
+// recorded, so that a run without spans reads no clock for them.
+func (l *spanLog) now() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return nowFunc()
+}
+
 // exec records one program judged from start to now.
 func (l *spanLog) exec(start time.Time, called, action string, refused bool) {
 	if l == nil {

@@ -272,7 +272,7 @@ func (s *supervisor) created(pid int, t *tracee) {
 // exec judges the program pid is about to run. It reports whether the
 // program may run; when it may not, the whole tree is killed.
 func (s *supervisor) exec(pid int, t *tracee) bool {
-	start := nowFunc()
+	start := s.spans.now()
 	if t == nil {
 		t = &tracee{name: "a program"}
 		s.track(pid, t)

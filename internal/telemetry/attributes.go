@@ -31,6 +31,9 @@ const (
 	SandboxJob            = attribute.Key("kubeskills.sandbox.job")
 	SandboxPod            = attribute.Key("kubeskills.sandbox.pod")
 	SandboxServiceAccount = attribute.Key("kubeskills.sandbox.service_account")
+	// SandboxProgramsDropped counts the programs the runner judged but
+	// left out of its spans, past the most a result carries.
+	SandboxProgramsDropped = attribute.Key("kubeskills.sandbox.programs_dropped")
 )
 
 // Keys of the conventions, named here so that the programs import one
