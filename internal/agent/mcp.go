@@ -128,6 +128,7 @@ func newMCPEndpoint(r *Runtime) (*mcpEndpoint, error) {
 				}
 			},
 		})
+	m.server.AddReceivingMiddleware(mcpSpans)
 	m.server.AddResourceTemplate(&mcp.ResourceTemplate{
 		URITemplate: skillFileTemplate, Name: "skill-file",
 		Description: "A file of a skill: SKILL.md or one it bundles, at the path its skills/list entry lists.",
@@ -481,7 +482,7 @@ func (m *mcpEndpoint) runCommand(ctx context.Context, _ *mcp.CallToolRequest, ar
 		return nil, nil, fmt.Errorf("skill %s is not in this agent's catalog", args.Skill)
 	}
 	var res *CommandResult
-	err := m.r.invokeTool(ctx, ToolRunCommand, func(ctx context.Context) (err error) {
+	err := runTool(ctx, ToolRunCommand, func(ctx context.Context) (err error) {
 		res, err = m.r.commands.run(ctx, args.Command, args.Skill, "", false, waits{command: min(m.r.cfg.CommandWait, mcpCallWait)})
 		return err
 	})
@@ -501,7 +502,7 @@ func (m *mcpEndpoint) commandStatus(ctx context.Context, _ *mcp.CallToolRequest,
 	}
 	wait := min(m.r.cfg.CommandWait, mcpCallWait)
 	var res *CommandResult
-	err := m.r.invokeTool(ctx, ToolCommandStatus, func(ctx context.Context) (err error) {
+	err := runTool(ctx, ToolCommandStatus, func(ctx context.Context) (err error) {
 		res, err = m.r.commands.get(ctx, args.Run, waits{command: wait, approval: min(m.r.cfg.ApprovalWait, wait)})
 		return err
 	})

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/openai/openai-go/v3"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -31,16 +32,48 @@ func (r *Runtime) startInvoke(ctx context.Context) (context.Context, trace.Span)
 		telemetry.AgentName.String(r.cfg.Agent), telemetry.RequestModel.String(r.cfg.Model.Name)))
 }
 
-// invokeTool runs fn as one tool call an outside caller asks for (POST
-// /v1/commands, an MCP tool): an invoke_agent span, with one execute_tool
-// span beneath, under whatever trace the caller's request carried.
+// invokeTool runs fn as one tool call an outside caller asks for with POST
+// /v1/commands: an invoke_agent span, with one execute_tool span beneath,
+// under whatever trace the caller's request carried. (An MCP tool call's
+// server span is the MCP method's: see mcpSpans.)
 func (r *Runtime) invokeTool(ctx context.Context, tool string, fn func(context.Context) error) error {
 	ctx, invoke := r.startInvoke(ctx)
+	err := runTool(ctx, tool, fn)
+	endSpan(invoke, err)
+	return err
+}
+
+// runTool runs fn as one tool call, in an execute_tool span.
+func runTool(ctx context.Context, tool string, fn func(context.Context) error) error {
 	ctx, span := startTool(ctx, tool, "")
 	err := fn(ctx)
 	endSpan(span, err)
-	endSpan(invoke, err)
 	return err
+}
+
+// mcpSpans is the MCP server's middleware: a SERVER span for each message
+// a client sends, named as the MCP conventions name it, "{method}" or
+// "tools/call {tool}", with the method, the session's id and, for a
+// resource, its URI (a skill's file). A tool call's execute_tool span is
+// its child. Arguments are never recorded.
+func mcpSpans(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		name, attrs := method, []attribute.KeyValue{telemetry.MCPMethodName.String(method)}
+		if s := req.GetSession(); s != nil && s.ID() != "" {
+			attrs = append(attrs, telemetry.MCPSessionID.String(s.ID()))
+		}
+		switch p := req.GetParams().(type) {
+		case *mcp.CallToolParamsRaw:
+			name += " " + p.Name
+			attrs = append(attrs, telemetry.ToolName.String(p.Name))
+		case *mcp.ReadResourceParams:
+			attrs = append(attrs, telemetry.MCPResourceURI.String(p.URI))
+		}
+		ctx, span := tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
+		res, err := next(ctx, method, req)
+		endSpan(span, err)
+		return res, err
+	}
 }
 
 // modelSpanAttrs are the attributes every call of the model's span has.

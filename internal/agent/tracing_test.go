@@ -175,8 +175,21 @@ func TestMCPToolCallContinuesTheCallersTrace(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		named := byName(exp.GetSpans())
 		g.Expect(named).To(HaveKey("sandbox"))
-		invoke := named["invoke_agent ops"]
-		g.Expect(invoke.Parent.SpanID().String()).To(Equal("b7ad6b7169203331"))
-		g.Expect(named["execute_tool run_command"].Parent.SpanID()).To(Equal(invoke.SpanContext.SpanID()))
+		g.Expect(named).NotTo(HaveKey("invoke_agent ops"), "the MCP method's span is the server span")
+		call := named["tools/call run_command"]
+		g.Expect(call.SpanKind).To(Equal(trace.SpanKindServer))
+		g.Expect(call.Parent.SpanID().String()).To(Equal("b7ad6b7169203331"))
+		g.Expect(attrs(call)).To(HaveKeyWithValue("mcp.method.name", "tools/call"))
+		g.Expect(attrs(call)).To(HaveKeyWithValue("mcp.session.id", cs.ID()))
+		g.Expect(attrs(call)).To(HaveKeyWithValue("gen_ai.tool.name", "run_command"))
+		g.Expect(named["execute_tool run_command"].Parent.SpanID()).To(Equal(call.SpanContext.SpanID()))
+		// Every method has its span, the handshake's too.
+		g.Expect(named).To(HaveKey("initialize"))
+		g.Expect(attrs(named["initialize"])).To(HaveKeyWithValue("mcp.method.name", "initialize"))
 	}, timeout, interval).Should(Succeed())
+	for _, s := range exp.GetSpans() {
+		for _, a := range s.Attributes {
+			g.Expect(a.Value.Emit()).NotTo(ContainSubstring("echo hi"), "span %s holds the command", s.Name)
+		}
+	}
 }

@@ -59,6 +59,7 @@ var (
 	MCPMethodName      = semconv.McpMethodNameKey
 	MCPSessionID       = semconv.McpSessionIDKey
 	MCPProtocolVersion = semconv.McpProtocolVersionKey
+	MCPResourceURI     = semconv.McpResourceURIKey
 )
 
 // Values of gen_ai.operation.name, and the provider the agent speaks to.
