@@ -10,6 +10,9 @@
 #   OUT_DIR/pause.tar        docker.io/kubeskills/pause:dev
 #   OUT_DIR/modelserver.tar  docker.io/kubeskills/modelserver:dev
 #   OUT_DIR/coredns.tar      docker.io/kubeskills/coredns:dev
+#   OUT_DIR/otelcol.tar      docker.io/kubeskills/otelcol:dev
+#     (the OpenTelemetry Collector of the end-to-end tests' traces, built
+#     from hack/otelcol, its own module with the Collector's versions)
 #   OUT_DIR/skill-cost-report.tar  docker.io/kubeskills/skill-cost-report:dev
 #     (the files of config/samples/skills/cost-report at the image's root:
 #     a Skill's spec.bundle.image, mounted as an image volume)
@@ -39,6 +42,7 @@ flags=(-trimpath -buildvcs=false -ldflags "-s -w")
 	./cmd/manager ./cmd/agent ./cmd/runner ./cmd/kubectl-skills ./test/e2e/modelserver)
 cd "$root/hack/images"
 go build "${flags[@]}" -o "$out/bin/" ./pause
+(cd "$root/hack/otelcol" && go build "${flags[@]}" -o "$out/bin/" .)
 go build -o "$out/tools/images" .
 k8s=$("$root/hack/build-k8s.sh" kubectl)
 addons=$("$root/hack/build-addons.sh" gojq coredns)

@@ -38,6 +38,9 @@ const (
 	ModelServerImage = "docker.io/kubeskills/modelserver:dev"
 	// CoreDNSImage is the local cluster's DNS.
 	CoreDNSImage = "docker.io/kubeskills/coredns:dev"
+	// CollectorImage is the OpenTelemetry Collector the end-to-end tests
+	// send traces to (hack/otelcol): an OTLP receiver and a file exporter.
+	CollectorImage = "docker.io/kubeskills/otelcol:dev"
 	// SkillBundleImage serves a skill's files from an image (a Skill's
 	// spec.bundle.image): the files of the sample skill cost-report at its
 	// root, as `FROM scratch` and `COPY . /` in the skill folder make it.
@@ -70,7 +73,7 @@ const staticAdvice = "build it static, with CGO_ENABLED=0, as hack/images/build.
 // inputs are the host files the images are made from.
 type inputs struct {
 	// bin holds the static binaries manager, agent, runner,
-	// kubectl-skills, modelserver and pause.
+	// kubectl-skills, modelserver, otelcol and pause.
 	bin string
 	// busybox gives the toolbox its small tools and /bin/sh.
 	busybox string
@@ -120,7 +123,7 @@ func specs(in inputs) ([]spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	pause, model, dns := newLayer(), newLayer(), newLayer()
+	pause, model, dns, collector := newLayer(), newLayer(), newLayer(), newLayer()
 	for _, c := range []struct {
 		l *layer
 		p program
@@ -128,6 +131,7 @@ func specs(in inputs) ([]spec, error) {
 		{pause, program{"pause", filepath.Join(in.bin, "pause"), staticAdvice}},
 		{model, program{"usr/local/bin/modelserver", filepath.Join(in.bin, "modelserver"), staticAdvice}},
 		{dns, program{"usr/local/bin/coredns", in.coredns, "build it with hack/build-addons.sh coredns"}},
+		{collector, program{"usr/local/bin/otelcol", filepath.Join(in.bin, "otelcol"), staticAdvice}},
 	} {
 		if err := c.l.addPrograms(in.libDirs, c.p); err != nil {
 			return nil, err
@@ -170,6 +174,13 @@ func specs(in inputs) ([]spec, error) {
 			file: "coredns.tar", ref: CoreDNSImage,
 			layers: []*layer{base, dns}, history: []string{"base", "coredns"},
 			config: v1.Config{User: user, Entrypoint: []string{"/usr/local/bin/coredns"}, Env: []string{envPath}, WorkingDir: "/"},
+		},
+		{
+			// The configuration comes from a ConfigMap; the collector
+			// listens on unprivileged ports.
+			file: "otelcol.tar", ref: CollectorImage,
+			layers: []*layer{base, collector}, history: []string{"base", "otelcol"},
+			config: v1.Config{User: user, Entrypoint: []string{"/usr/local/bin/otelcol"}, Env: []string{envPath}, WorkingDir: "/"},
 		},
 		{
 			// Data only: no base, nothing to run; pods mount it as an image

@@ -49,7 +49,7 @@ func writeStaticELF(t *testing.T, p, payload string) {
 func dummies(t *testing.T) inputs {
 	t.Helper()
 	bin, tools := t.TempDir(), t.TempDir()
-	for _, b := range append(slices.Clone(kubeskillsBinaries), "modelserver", "pause") {
+	for _, b := range append(slices.Clone(kubeskillsBinaries), "modelserver", "otelcol", "pause") {
 		writeStaticELF(t, filepath.Join(bin, b), "binary "+b+"\n")
 	}
 	in := inputs{
@@ -178,6 +178,9 @@ func TestImages(t *testing.T) {
 		}},
 		{CoreDNSImage, "coredns.tar", "65532:65532", []string{"/usr/local/bin/coredns"}, map[string]string{
 			"/usr/local/bin/coredns": "coredns",
+		}},
+		{CollectorImage, "otelcol.tar", "65532:65532", []string{"/usr/local/bin/otelcol"}, map[string]string{
+			"/usr/local/bin/otelcol": "otelcol",
 		}},
 	} {
 		t.Run(c.file, func(t *testing.T) {
