@@ -5,10 +5,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,38 +70,14 @@ func twoOfTwo(t *testing.T, s *state) {
 	ctx := context.Background()
 	const command = "expr 40 + 2"
 
-	var agent skillsv1.Agent
-	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentName}, &agent)).To(Succeed())
-	g.Expect(agent.Spec.PolicyRef).NotTo(BeNil(), "agent %s names no CommandPolicy", agentName)
-	policy := &skillsv1.CommandPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agent.Spec.PolicyRef.Name}}
-
 	// Two approvers, one user who holds kubeskills-approver but is not
 	// named, and the agent, which asks: all four may patch CommandRuns, so
 	// what refuses them is admission, not RBAC.
 	first, second, bystander := "e2e-approver-1", "e2e-approver-2", "e2e-bystander"
-	configs := map[string]string{}
-	for _, name := range []string{first, second, bystander} {
-		configs[name] = serviceAccountKubeconfig(t, name, true)
-	}
 	requester := agentRequester(t)
-	configs[requester] = serviceAccountKubeconfig(t, requester, false)
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-two-of-two", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kubeskills-approver"},
-	}
-	for _, name := range []string{first, second, bystander, requester} {
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns})
-	}
-	createForTest(t, binding)
-
+	configs := bindApprovers(t, "e2e-two-of-two", []string{first, second, bystander}, requester)
 	userA, userB := serviceAccountUser(first), serviceAccountUser(second)
-	setApproval := func(rule string) {
-		t.Helper()
-		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"approval":`+rule+`}}`))
-		g.Expect(c.client.Patch(ctx, policy, patch)).To(Succeed())
-	}
-	setApproval(fmt.Sprintf(`{"users":[%q,%q],"required":2}`, userA, userB))
-	t.Cleanup(func() { setApproval("null") })
+	requireApprovals(t, 2, userA, userB)
 
 	pending := runAsync(s, command)
 	var run skillsv1.CommandRun
@@ -177,6 +155,55 @@ func twoOfTwo(t *testing.T, s *state) {
 		}
 		g.Expect(notes).To(ConsistOf(fmt.Sprintf("Approved by %s, %s (2 of 2)", userA, userB)))
 	}).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+}
+
+// bindApprovers binds the role kubeskills-approver, until the test ends,
+// to ServiceAccounts of the e2e namespace: those of create, which it
+// creates, and those of existing. It returns a kubeconfig of each, by name.
+func bindApprovers(t *testing.T, binding string, create []string, existing ...string) map[string]string {
+	t.Helper()
+	configs := map[string]string{}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: binding, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kubeskills-approver"},
+	}
+	for _, name := range append(slices.Clone(create), existing...) {
+		configs[name] = serviceAccountKubeconfig(t, name, slices.Contains(create, name))
+		rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns})
+	}
+	createForTest(t, rb)
+	return configs
+}
+
+// requireApprovals makes the policy of the agent ops name users as its
+// approvers and require that many approvals of a command it asks about,
+// until the test ends.
+func requireApprovals(t *testing.T, required int, users ...string) {
+	t.Helper()
+	ctx := context.Background()
+	var agent skillsv1.Agent
+	if err := c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentName}, &agent); err != nil {
+		t.Fatal(err)
+	}
+	if agent.Spec.PolicyRef == nil {
+		t.Fatalf("agent %s names no CommandPolicy", agentName)
+	}
+	policy := &skillsv1.CommandPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agent.Spec.PolicyRef.Name}}
+	set := func(rule string) error {
+		return c.client.Patch(ctx, policy, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"approval":`+rule+`}}`)))
+	}
+	rule, err := json.Marshal(map[string]any{"users": users, "required": required})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set(string(rule)); err != nil {
+		t.Fatalf("failed to set the approval rule of %s: %v", policy.Name, err)
+	}
+	t.Cleanup(func() {
+		if err := set("null"); err != nil {
+			t.Errorf("failed to clear the approval rule of %s: %v", policy.Name, err)
+		}
+	})
 }
 
 // agentRequester is the name of the ServiceAccount the agent files its

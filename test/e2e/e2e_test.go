@@ -115,6 +115,7 @@ func TestEndToEnd(t *testing.T) {
 		{"5b two approvers of two, end to end", twoOfTwo},
 		{"5c a program the approved line starts is judged in the sandbox", childJudged},
 		{"5d the operator's metrics count the runs there are", metricsCountWhatHappened},
+		{"5e a chat two people approved is one trace at the collector", chatIsOneTrace},
 		{"6 timeout truncation and separate streams", limits},
 		{"6b a quota refuses the sandbox: the run says why at once", quotaRefusesTheSandbox},
 		{"7 sandbox is locked down", lockedDown},
@@ -174,8 +175,12 @@ func toolboxRuns(t *testing.T, _ *state) {
 
 func installOperator(t *testing.T, s *state) {
 	g := NewWithT(t)
+	// Tracing is on for the whole run, as a team that watches its agents
+	// runs it: the operator and every agent send to the collector.
+	startCollector(t)
 	c.mustHelm(t, "upgrade", "--install", "kubeskills", "charts/kubeskills", "-n", operatorNS, "--create-namespace",
-		"--set", "image.tag=dev", "--set", "sandboxImage="+toolbox, "--wait", "--timeout", "3m")
+		"--set", "image.tag=dev", "--set", "sandboxImage="+toolbox, "--set", "tracing.endpoint="+collectorEndpoint,
+		"--wait", "--timeout", "3m")
 	c.mustKubectl(t, "apply", "-f", "test/e2e/testdata/fixtures.yaml")
 	c.mustKubectl(t, "rollout", "status", "-n", ns, "deployment/web", "deployment/model", "--timeout=2m")
 

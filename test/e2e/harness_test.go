@@ -236,11 +236,19 @@ func post(url, token string, body any) (int, []byte, error) {
 }
 
 func do(method, url, token string, body []byte) (int, []byte, error) {
+	return doWith(method, url, token, body, nil)
+}
+
+// doWith is do with more request headers.
+func doWith(method, url, token string, body []byte, header http.Header) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
