@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -193,6 +194,9 @@ func (r *CommandRunReconciler) runsWarm(ctx context.Context, p *runPass) (follow
 		endRun(run, skillsv1.PhaseFailed, fmt.Sprintf("A pod named %q exists that is not a warm sandbox of Agent %s; the command is never "+
 			"handed to it, and may have run in the one that had its name, so it is not run again", name, run.Spec.Agent), r.now())
 		return true, 0, nil
+	case podEnded(pod) && warmTookNothing(pod):
+		r.warmElsewhere(run, key, fmt.Sprintf("Warm sandbox %s ended before it took a command", name))
+		return false, 0, nil
 	case podEnded(pod):
 		res, ok, err := r.Results.Pod(ctx, pod)
 		switch {
@@ -224,6 +228,19 @@ func (r *CommandRunReconciler) runsWarm(ctx context.Context, p *runPass) (follow
 	}
 	setRunPhase(run, skillsv1.PhaseRunning, fmt.Sprintf("Running in warm sandbox %s", name), r.now())
 	return true, 0, nil
+}
+
+// warmTookNothing tells whether the runner of an ended warm pod ended
+// before it took a command: the termination message of its command
+// container is empty. A runner that takes one says so there before the
+// command starts (runner.Serve), and a killed one leaves that.
+func warmTookNothing(pod *corev1.Pod) bool {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == sandbox.ContainerCommand && cs.State.Terminated != nil {
+			return cs.State.Terminated.Reason != sandbox.ReasonNotStarted && strings.TrimSpace(cs.State.Terminated.Message) == ""
+		}
+	}
+	return false
 }
 
 // handoffRefused tells whether a handoff's error shows that the sandbox

@@ -436,6 +436,96 @@ func TestWarmPodWhoseRunnerDiedPassesTheRunOn(t *testing.T) {
 	g.Expect(jobs(g, ns, "passed-on")).To(HaveLen(1))
 }
 
+// TestWarmPodThatEndedWithoutTakingTheRunPassesItOn: a warm pod whose
+// runner was dying as the handoff came (the connection is made, then
+// broken) leaves it unknown whether the command was taken. Its
+// termination message tells: empty, the runner took nothing, and the run
+// runs once, in a Job; the record a runner writes as it takes a command
+// fails the run instead, and it never runs again.
+func TestWarmPodThatEndedWithoutTakingTheRunPassesItOn(t *testing.T) {
+	for _, c := range []struct {
+		name, message string
+		passedOn      bool
+	}{
+		{name: "nothing taken", message: "", passedOn: true},
+		{name: "taken", message: takenMessage(t), passedOn: false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ctx := context.Background()
+			ns := warmSetup(t, 1, 0, nil)
+			// The dying runner: the connection is made, and broken at once.
+			ip := "127.0.255.253"
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(runner.HandoffPort)))
+			g.Expect(err).NotTo(HaveOccurred())
+			t.Cleanup(func() { _ = l.Close() })
+			reached := make(chan struct{}, 8)
+			go func() {
+				for {
+					conn, err := l.Accept()
+					if err != nil {
+						return
+					}
+					_ = conn.Close()
+					reached <- struct{}{}
+				}
+			}()
+			var pod corev1.Pod
+			g.Eventually(func(g Gomega) {
+				pods := warmPods(g, ns)
+				g.Expect(pods).To(HaveLen(1))
+				pod = pods[0]
+			}, timeout, interval).Should(Succeed())
+			now := metav1.Now()
+			pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, StartTime: &now,
+				ContainerStatuses: []corev1.ContainerStatus{{Name: sandbox.ContainerCommand, Started: ptr.To(true), Ready: true,
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
+			g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+
+			g.Expect(k8s.Create(ctx, warmRun(ns, "dying", "echo hi"))).To(Succeed())
+			g.Eventually(reached, timeout).Should(Receive(), "no handoff reached the dying runner")
+			var run skillsv1.CommandRun
+			g.Expect(k8s.Get(ctx, keyOf(ns, "dying"), &run)).To(Succeed())
+			g.Expect(run.Status.WarmPod).To(Equal(pod.Name))
+			g.Expect(k8s.Get(ctx, keyOf(ns, pod.Name), &pod)).To(Succeed())
+			pod.Status.Phase = corev1.PodFailed
+			pod.Status.ContainerStatuses[0].Started = ptr.To(false)
+			pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: "Error", Message: c.message, StartedAt: now, FinishedAt: metav1.Now()}}
+			g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+
+			if !c.passedOn {
+				failed := waitPhase(t, ns, "dying", skillsv1.PhaseFailed)
+				g.Expect(failed.Status.Result.Message).To(ContainSubstring("the command may have run"))
+				g.Consistently(func(g Gomega) { g.Expect(jobs(g, ns, "dying")).To(BeEmpty()) }, 300*time.Millisecond, interval).Should(Succeed())
+				return
+			}
+			g.Eventually(func(g Gomega) {
+				g.Expect(k8s.Get(ctx, keyOf(ns, "dying"), &run)).To(Succeed())
+				g.Expect(run.Status.Phase.Terminal()).To(BeFalse(), "%s: %v", run.Status.Phase, run.Status.Conditions)
+				g.Expect(run.Status.JobName).NotTo(BeEmpty())
+			}, timeout, interval).Should(Succeed())
+			finishJob(t, ns, "dying", &runner.Result{Stdout: "hi\n"}, false)
+			done := waitPhase(t, ns, "dying", skillsv1.PhaseSucceeded)
+			g.Expect(done.Status.Result.Stdout).To(Equal("hi\n"))
+			g.Expect(jobs(g, ns, "dying")).To(HaveLen(1))
+		})
+	}
+}
+
+// takenMessage is a termination message as a warm runner leaves it once
+// it took a command and before it reported the command's result (the
+// operator reads any message there as the result).
+func takenMessage(t *testing.T) string {
+	t.Helper()
+	_, msg, _, err := runner.Encode(&runner.Result{ExitCode: runner.ExitRunnerFailure,
+		Error: "the runner ended after it took the command, before it reported a result; the command may have run"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(msg)
+}
+
 // allowSleep lets the policy run sleep, a command that takes a while.
 func allowSleep(p *skillsv1.CommandPolicy) {
 	p.Spec.Rules = append(p.Spec.Rules, skillsv1.PolicyRule{Pattern: "sleep *", Action: skillsv1.ActionAlways})

@@ -244,7 +244,8 @@ type ServeOptions struct {
 // non-dumpable where it can (Linux), writes the kubeconfig and awaits the
 // network fence as Run would, then serves handoffs on o.Listener and
 // creates o.ReadyFile. It waits for one handoff whose pins match, runs its
-// command with Run, reports the result to o.Log and o.ResultFile, answers
+// command with Run (once o.ResultFile says that it took one, see
+// takenResult), reports the result to o.Log and o.ResultFile, answers
 // every request that waits for that run with it, and returns it.
 //
 // It never returns nil. When no command started it returns a result with
@@ -302,6 +303,8 @@ func Serve(o ServeOptions) *Result {
 		// start, and the result says so.
 		res = &Result{ExitCode: ExitSignalBase + signalNumber(sig),
 			Error: fmt.Sprintf("runner received signal %s as the command was handed over; the command did not start", sig)}
+	} else if err := recordTaken(o.ResultFile); err != nil {
+		res = &Result{ExitCode: ExitRunnerFailure, Error: err.Error() + "; the command did not start"}
 	} else {
 		run.Command, run.Policy = h.Command, h.Policy
 		run.Timeout = time.Duration(h.TimeoutMillis) * time.Millisecond
@@ -323,6 +326,30 @@ func Serve(o ServeOptions) *Result {
 	_ = srv.Shutdown(ctx)
 	_ = srv.Close()
 	return res
+}
+
+// takenResult is what a warm runner's termination message says from the
+// moment it took a command until it reports the command's result: a
+// runner killed in between leaves it, and the run fails rather than run
+// again. A runner killed before it took one leaves the message empty, and
+// the run may go to another sandbox (see the operator's runsWarm).
+var takenResult = &Result{ExitCode: ExitRunnerFailure,
+	Error: "the runner ended after it took the command, before it reported a result; the command may have run"}
+
+// recordTaken writes takenResult to the result file, if there is one,
+// before the command starts.
+func recordTaken(resultFile string) error {
+	if resultFile == "" {
+		return nil
+	}
+	_, termination, _, err := Encode(takenResult)
+	if err == nil {
+		err = os.WriteFile(resultFile, termination, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("failed to record in result file %s that a command was taken: %w", resultFile, err)
+	}
+	return nil
 }
 
 // shieldServe, when not nil, makes the runner non-dumpable before it

@@ -231,6 +231,37 @@ func TestServeRunsHandedOverCommand(t *testing.T) {
 	}
 }
 
+// TestServeRecordsTheTakenCommandBeforeItStarts: while the command runs,
+// the result file already says a command was taken, so a runner killed
+// then leaves a termination message that fails the run rather than let it
+// run again; before any handoff the file is empty, and once the command
+// ended it holds the command's result.
+func TestServeRecordsTheTakenCommandBeforeItStarts(t *testing.T) {
+	w := startWarm(t, nil)
+	if lineCount(t, w.resultFile) != 0 {
+		t.Fatal("the result file holds something before any handoff")
+	}
+	res, err := handOff(t, w.addr, testSecret, handoff("cat "+w.resultFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := ReadResult(res.Stdout, nil)
+	if err != nil {
+		t.Fatalf("the command saw %q in the result file: %v", res.Stdout, err)
+	}
+	if !reflect.DeepEqual(seen, takenResult) || seen.NoCommand {
+		t.Errorf("while the command ran, the result file said %+v, want %+v", seen, takenResult)
+	}
+	msg, err := os.ReadFile(w.resultFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := ReadResult(string(msg), func() ([]byte, error) { return w.log.Bytes(), nil })
+	if err != nil || !reflect.DeepEqual(written, res) {
+		t.Errorf("once the command ended, the result file holds %+v (%v), want %+v", written, err, res)
+	}
+}
+
 func TestServeRefusesWrongSecret(t *testing.T) {
 	w := startWarm(t, nil)
 	marker := filepath.Join(w.dir, "ran")
