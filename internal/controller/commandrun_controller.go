@@ -130,6 +130,7 @@ func (r *CommandRunReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Ma
 // Reconcile moves a run along its life. Its status is written before each
 // side effect that depends on it (runPass), and once more at the end.
 func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	began := r.now()
 	run := &skillsv1.CommandRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -170,7 +171,7 @@ func (r *CommandRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	r.recordTransition(read, run)
 	recordRunMetrics(read, run, r.now())
-	r.traceRun(read, run, r.now())
+	r.traceRun(read, run, began, r.now())
 	p.flush()
 	return result, passErr
 }

@@ -22,7 +22,9 @@ import (
 // is made once its step's outcome is stored, from the times the status
 // records, so a step that outlived an operator's restart is one span:
 //   - judge: the decision (policy, generation, rule, action), from the
-//     run's filing (or the content change that had it judged again);
+//     start of the pass that made it (the run's creation is stored in
+//     whole seconds), or from the decision before it when it was judged
+//     again;
 //   - await_approval: from the decision to the approvals' outcome;
 //   - sandbox: from the sandbox's start to the run's end, with the Job or
 //     warm pod, the identity and the exit code; beneath it, the spans
@@ -39,15 +41,21 @@ func runTracer() trace.Tracer {
 }
 
 // traceRun makes the spans of the steps whose outcome the pass stored:
-// before is the run as the pass read it, after as it stored it.
-func (r *CommandRunReconciler) traceRun(before, after *skillsv1.CommandRun, now time.Time) {
+// before is the run as the pass read it, after as it stored it; the pass
+// began at began.
+func (r *CommandRunReconciler) traceRun(before, after *skillsv1.CommandRun, began, now time.Time) {
 	ctx := telemetry.FromTraceparent(context.Background(), after.Annotations[skillsv1.AnnotationTraceparent])
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
 	run := telemetry.CommandRunName.String(after.Name)
 	if d := after.Status.Decision; d != nil && !equality.Semantic.DeepEqual(before.Status.Decision, d) {
+		// The run's creation is stored in whole seconds: the pass that
+		// judged it began later, and closer to the filing.
 		start := after.CreationTimestamp.Time
+		if began.After(start) {
+			start = began
+		}
 		if before.Status.Decision != nil && before.Status.Decision.DecidedAt != nil {
 			start = before.Status.Decision.DecidedAt.Time
 		}
