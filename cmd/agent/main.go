@@ -59,6 +59,9 @@ func run(ctx context.Context, o agent.Options, log logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("failed to find a Kubernetes config: %w", err)
 	}
+	// The API server also says who may read /metrics, asked with each
+	// caller's token, never the runtime's.
+	cfg.KubeConfig = restCfg
 	scheme, err := kubescheme.New()
 	if err != nil {
 		return err

@@ -230,7 +230,8 @@ func TestCatalogReloadsReachTheModel(t *testing.T) {
 	g.Expect(system).To(ContainSubstring("Plan a Kubernetes minor upgrade."))
 
 	g.Expect(os.WriteFile(filepath.Join(base, "catalog", "0", catalog.CatalogKey), []byte("{broken"), 0o644)).To(Succeed())
-	g.Eventually(func() string { _, body := f.do(t, http.MethodGet, "/metrics", "", nil); return string(body) },
+	reader := metricsToken(t)
+	g.Eventually(func() string { _, body := f.do(t, http.MethodGet, "/metrics", reader, nil); return string(body) },
 		timeout, interval).Should(ContainSubstring(`kubeskills_agent_catalog_reloads_total{result="failed"} 1`))
 	f.chat(t, "hi")
 	g.Expect(f.model.Requests()[2].System()).To(ContainSubstring("Plan a Kubernetes minor upgrade."), "the last good catalog stays")

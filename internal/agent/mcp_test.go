@@ -265,7 +265,7 @@ func TestMCPSessionsAreBounded(t *testing.T) {
 	_, err := f.mcpClient(t, legacyProtocol, f.token, nil)
 	g.Expect(err).To(MatchError(ContainSubstring("Service Unavailable")))
 	g.Expect(listSkills(t, first).Skills).To(HaveLen(2), "open sessions are served")
-	_, metrics := f.do(t, http.MethodGet, "/metrics", "", nil)
+	_, metrics := f.do(t, http.MethodGet, "/metrics", metricsToken(t), nil)
 	g.Expect(string(metrics)).To(ContainSubstring("\n"+agent.MetricMCPSessions+" 2\n"), "the metrics count the sessions open")
 
 	g.Eventually(func() error {

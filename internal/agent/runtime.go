@@ -28,6 +28,7 @@ import (
 
 	"github.com/go-logr/logr"
 	authnv1 "k8s.io/api/authentication/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeskills/kubeskills/internal/catalog"
@@ -78,8 +79,12 @@ type Config struct {
 	ApprovalWait time.Duration
 	// TokenFile holds the bearer token callers of the API must send.
 	TokenFile string
-	// DisableAuth serves the API without a token.
+	// DisableAuth serves the API without a token, /metrics included.
 	DisableAuth bool
+	// KubeConfig reaches the API server, which says who may read
+	// /metrics; its credentials are never used for that (see metricsGate).
+	// Required unless auth is disabled.
+	KubeConfig *rest.Config
 	// DisableMCP serves no /mcp endpoint.
 	DisableMCP bool
 	// Server bounds what callers of the API can hold.
@@ -105,6 +110,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.TokenFile == "" && !c.DisableAuth {
 		return c, errors.New("failed to configure the runtime: a token file is required unless auth is disabled")
+	}
+	if c.KubeConfig == nil && !c.DisableAuth {
+		return c, errors.New("failed to configure the runtime: a Kubernetes config, to check who may read /metrics, is required unless auth is disabled")
 	}
 	if c.MaxToolCalls <= 0 {
 		c.MaxToolCalls = DefaultMaxToolCalls
@@ -137,6 +145,9 @@ type Runtime struct {
 	mcp      *mcpEndpoint
 	metrics  *metrics
 	log      logr.Logger
+
+	// metricsGate admits scrapes of /metrics; nil when auth is disabled.
+	metricsGate *metricsGate
 }
 
 // New returns a runtime serving skills, calling the model of cfg, and
@@ -161,6 +172,7 @@ func New(cfg Config, skills Skills, kube client.WithWatch, log logr.Logger) (*Ru
 	}
 	if !cfg.DisableAuth {
 		r.token = newSecretFile(cfg.TokenFile, "token", log)
+		r.metricsGate = newMetricsGate(cfg.KubeConfig)
 	}
 	if !cfg.DisableMCP {
 		if r.mcp, err = newMCPEndpoint(r); err != nil {

@@ -45,7 +45,8 @@ const (
 //	POST /v1/commands          run one command through the policy
 //	GET  /healthz              the process is up
 //	GET  /readyz               the catalog is loaded
-//	GET  /metrics              Prometheus metrics
+//	GET  /metrics              Prometheus metrics, for a caller the API server
+//	                           lets get /metrics (see metricsGate)
 //	     /mcp                  the Model Context Protocol (streamable HTTP):
 //	                           the skills and the commands; see mcp.go
 //
@@ -79,7 +80,7 @@ func (r *Runtime) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { writeText(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", r.handleReady)
-	mux.Handle("GET /metrics", r.metrics.handler())
+	mux.Handle("GET /metrics", r.metricsHandler())
 	return r.instrument(mux)
 }
 

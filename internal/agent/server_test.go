@@ -50,10 +50,12 @@ func TestAuthRequiresTheToken(t *testing.T) {
 
 	code, _ := f.do(t, http.MethodGet, "/v1/skills", f.token, nil)
 	g.Expect(code).To(Equal(http.StatusOK))
-	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+	for _, path := range []string{"/healthz", "/readyz"} {
 		code, _ := f.do(t, http.MethodGet, path, "", nil)
 		g.Expect(code).To(Equal(http.StatusOK), path)
 	}
+	code, _ = f.do(t, http.MethodGet, "/metrics", "", nil)
+	g.Expect(code).To(Equal(http.StatusUnauthorized), "/metrics needs a metrics reader's token")
 
 	g.Expect(os.WriteFile(f.tokenFile, []byte("rotated-token"), 0o600)).To(Succeed())
 	code, _ = f.do(t, http.MethodGet, "/v1/skills", f.token, nil)
@@ -220,7 +222,7 @@ func TestMetrics(t *testing.T) {
 		modeltest.Tools(modeltest.Call("use_skill", map[string]string{"name": "crash-triage"})), modeltest.Reply("ok"))
 	f.chat(t, "hi")
 	f.do(t, http.MethodGet, "/v1/skills", "", nil)
-	code, body := f.do(t, http.MethodGet, "/metrics", "", nil)
+	code, body := f.do(t, http.MethodGet, "/metrics", metricsToken(t), nil)
 	g.Expect(code).To(Equal(http.StatusOK))
 	text := string(body)
 	for _, want := range []string{

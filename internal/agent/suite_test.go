@@ -209,6 +209,7 @@ func newFixture(t *testing.T, opts options, steps ...modeltest.Step) *fixture {
 		Model: agent.ModelConfig{BaseURL: f.model.URL(), Name: "test-model", Timeout: 10 * time.Second,
 			MaxRetries: 2, MaxRetryDelay: 5 * time.Millisecond},
 		TokenFile:    f.tokenFile,
+		KubeConfig:   env.Config,
 		CommandWait:  timeout,
 		ApprovalWait: time.Second,
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -93,9 +94,24 @@ func readLevel(t *testing.T, pod string) (managerLevel, error) {
 }
 
 // scrapeManager scrapes the manager pod's metrics through a port-forward,
-// with the token of a ServiceAccount bound to kubeskills-metrics-reader
-// (testdata/chaos-metrics.yaml), as Prometheus would.
+// with the token of a ServiceAccount bound to kubeskills-metrics-reader,
+// as Prometheus would.
 func scrapeManager(t *testing.T, pod string) (map[string]*dto.MetricFamily, error) {
+	t.Helper()
+	url, fwd := c.forward(t, operatorNS, "pod/"+pod, 8443)
+	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
+	// The manager's serving certificate is self-signed. No connection is
+	// kept: an idle one would count among the manager's goroutines.
+	insecure := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true,
+	}}
+	return scrapeOK(insecure, strings.Replace(url, "http://", "https://", 1)+"/metrics", metricsReaderToken(t), "pod "+pod)
+}
+
+// metricsReaderToken is the token of chaos-metrics, a ServiceAccount bound
+// to kubeskills-metrics-reader (testdata/chaos-metrics.yaml), as a
+// Prometheus's would be.
+func metricsReaderToken(t *testing.T) string {
 	t.Helper()
 	metricsTokenOnce.Do(func() {
 		c.mustKubectl(t, "apply", "-f", "test/e2e/testdata/chaos-metrics.yaml")
@@ -105,32 +121,47 @@ func scrapeManager(t *testing.T, pod string) (map[string]*dto.MetricFamily, erro
 		}
 		metricsToken = strings.TrimSpace(out)
 	})
-	url, fwd := c.forward(t, operatorNS, "pod/"+pod, 8443)
-	defer func() { _ = fwd.Process.Kill(); _ = fwd.Wait() }()
+	return metricsToken
+}
+
+// scrapeOK scrapes url with token and parses the metrics; an answer other
+// than 200 is an error. what names the target in errors.
+func scrapeOK(hc *http.Client, url, token, what string) (map[string]*dto.MetricFamily, error) {
+	status, families, err := scrape(hc, url, token)
+	if err != nil {
+		return nil, fmt.Errorf("GET /metrics of %s: %w", what, err)
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics of %s: %d %s", what, status, http.StatusText(status))
+	}
+	return families, nil
+}
+
+// scrape GETs url with a bearer token (none when empty) and returns the
+// status and, when it is 200, the metrics parsed.
+func scrape(hc *http.Client, url, token string) (int, map[string]*dto.MetricFamily, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.Replace(url, "http://", "https://", 1)+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+metricsToken)
-	// The manager's serving certificate is self-signed. No connection is
-	// kept: an idle one would count among the manager's goroutines.
-	insecure := &http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true,
-	}}
-	resp, err := insecure.Do(req)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics of %s: %s", pod, resp.Status)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, nil, nil
 	}
 	parser := expfmt.NewTextParser(promodel.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("failed to parse the metrics of %s: %w", pod, err)
+		return resp.StatusCode, nil, fmt.Errorf("failed to parse the metrics: %w", err)
 	}
-	return families, nil
+	return resp.StatusCode, families, nil
 }

@@ -115,6 +115,7 @@ func TestEndToEnd(t *testing.T) {
 		{"5b two approvers of two, end to end", twoOfTwo},
 		{"5c a program the approved line starts is judged in the sandbox", childJudged},
 		{"5d the operator's metrics count the runs there are", metricsCountWhatHappened},
+		{"5d2 the agent's metrics, for the metrics reader only, count its chats and commands", agentMetricsCountWhatHappened},
 		{"5e a chat two people approved is one trace at the collector", chatIsOneTrace},
 		{"6 timeout truncation and separate streams", limits},
 		{"6b a quota refuses the sandbox: the run says why at once", quotaRefusesTheSandbox},
