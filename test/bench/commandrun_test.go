@@ -45,33 +45,10 @@ func BenchmarkCommandStart(b *testing.B) {
 	e := operatorEnv(b)
 	for b.Loop() {
 		ns := e.Namespace(b)
-		pol := &skillsv1.CommandPolicy{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops-policy"},
-			Spec: skillsv1.CommandPolicySpec{Rules: []skillsv1.PolicyRule{
-				{Pattern: "echo *", Action: skillsv1.ActionAlways},
-				{Pattern: "rm *", Action: skillsv1.ActionNever},
-			}},
-		}
-		agent := &skillsv1.Agent{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
-			Spec: skillsv1.AgentSpec{
-				Skills:    skillsv1.SkillSelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelBatch: "none"}}},
-				Model:     skillsv1.Model{BaseURL: "http://127.0.0.1:1/v1", Name: "bench"},
-				PolicyRef: &skillsv1.LocalRef{Name: pol.Name},
-				// Every run's Job is timed, and none ends: none waits in line.
-				Sandbox: &skillsv1.AgentSandbox{MaxRunning: runWarmup + runCount},
-			},
-		}
-		for _, obj := range []client.Object{pol, agent} {
-			if err := e.Client.Create(ctx, obj); err != nil {
-				b.Fatal(err)
-			}
-		}
+		// Every run's Job is timed, and none ends: none waits in line.
+		pol, agent := commandAgent(ctx, b, e, ns, "http://127.0.0.1:1/v1", runWarmup+runCount)
 		jobs := watchAdded(ctx, b, watcher(b, e), &batchv1.JobList{}, ns)
 		defer jobs.stop()
-		// The agent's fences are made with it, off the runs' path: wait
-		// for them, as a run would find them.
-		waitFences(ctx, b, e, ns, agent.Name)
 		// Where the time of a run goes: its create call, then until its
 		// Job is seen.
 		var creates, fromCreated []time.Duration
@@ -132,6 +109,40 @@ func BenchmarkCommandStart(b *testing.B) {
 		b.ReportMetric(c50/j50, "created-p50-ratio")
 		b.ReportMetric(c99/j99, "created-p99-ratio")
 	}
+}
+
+// commandAgent creates, in ns, the Agent "ops" whose CommandPolicy allows
+// `echo *` and refuses `rm *`, selecting no Skill, with model as its
+// model's URL and at most maxRunning commands at once (the default when 0),
+// and waits for its fences, which are made with it, off the runs' path, as
+// a run would find them.
+func commandAgent(ctx context.Context, b *testing.B, e *testenv.Env, ns, model string, maxRunning int32) (*skillsv1.CommandPolicy, *skillsv1.Agent) {
+	b.Helper()
+	pol := &skillsv1.CommandPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops-policy"},
+		Spec: skillsv1.CommandPolicySpec{Rules: []skillsv1.PolicyRule{
+			{Pattern: "echo *", Action: skillsv1.ActionAlways},
+			{Pattern: "rm *", Action: skillsv1.ActionNever},
+		}},
+	}
+	agent := &skillsv1.Agent{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
+		Spec: skillsv1.AgentSpec{
+			Skills:    skillsv1.SkillSelection{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{labelBatch: "none"}}},
+			Model:     skillsv1.Model{BaseURL: model, Name: "bench"},
+			PolicyRef: &skillsv1.LocalRef{Name: pol.Name},
+		},
+	}
+	if maxRunning > 0 {
+		agent.Spec.Sandbox = &skillsv1.AgentSandbox{MaxRunning: maxRunning}
+	}
+	for _, obj := range []client.Object{pol, agent} {
+		if err := e.Client.Create(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	waitFences(ctx, b, e, ns, agent.Name)
+	return pol, agent
 }
 
 // waitFences waits until agent's two fences, the base one and that of its

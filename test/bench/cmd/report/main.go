@@ -457,6 +457,20 @@ func table(r results) []Row {
 			ms(m(ss, "cpu-unsupervised-p50-ms"))),
 		Ratio:  fmt.Sprintf("%s (CPU %s)", times(m(ss, "p50-ratio")), times(m(ss, "cpu-supervised-p50-ms")/m(ss, "cpu-unsupervised-p50-ms"))),
 		Target: "≤ 2 ms per exec (p50)", Status: atMost(m(ss, "overhead-p50-ms/exec"), 2)})
+
+	// 8. Tracing overhead: each figure with tracing on against tracing
+	// off, interleaved in the same run.
+	for _, c := range []struct{ name, measure, unit string }{
+		{"TracingChat", "`echo hi` asked of an agent in a chat → its answer, the operator judging and recording the run (envtest, %s chats each way, interleaved): p50 / p90 (memory allocated per chat)", "chats"},
+		{"TracingDecision", "CommandRun created → its policy decision recorded, seen on a watch (envtest, %s runs each way, interleaved): p50 / p90 (memory allocated per run)", "runs"},
+	} {
+		add(Row{Item: "8", Measure: "Tracing on against off: " + fmt.Sprintf(c.measure, num(m(c.name, c.unit), 0)),
+			Result: fmt.Sprintf("%s / %s (%s KiB)", msFine(m(c.name, "on-p50-ms")), msFine(m(c.name, "on-p90-ms")), num(m(c.name, "on-alloc-KiB"), 0)),
+			Baseline: fmt.Sprintf("tracing off, same run: %s / %s (%s KiB)", msFine(m(c.name, "off-p50-ms")), msFine(m(c.name, "off-p90-ms")),
+				num(m(c.name, "off-alloc-KiB"), 0)),
+			Ratio:  fmt.Sprintf("%s (memory %s)", times(m(c.name, "p50-ratio")), times(m(c.name, "alloc-ratio"))),
+			Target: "≤ 1.05× (p50)", Status: atMost(m(c.name, "p50-ratio"), 1.05)})
+	}
 	return rows
 }
 
@@ -797,6 +811,32 @@ const method = `1. **Skill throughput** (BenchmarkSkillThroughput). 16 client go
    date, cut, sort, uniq, head, tail, grep, wc, tr, cat, true) summarising a listing of 200 pods, allowed by a rule whose
    children are judged; with its own sh that is 51 execs, each judged and allowed. On a machine under load, the wall
    times vary by more than the overhead between runs; the CPU times vary less.
+8. **Tracing overhead** (BenchmarkTracingChat, BenchmarkTracingDecision). Each measure runs with tracing on and off in
+   the same run, against the same API server and operator, in rounds: a block of 2 chats (5 runs for the decision) with
+   tracing on and a block with it off, the first of the two taking turns, 32 rounds (60) after 3 untimed each way; the
+   figures are each side's p50 and p90 and the ratio of the p50s. Tracing on is what the agent and the operator have
+   once an OTLP endpoint is set (internal/telemetry.Setup): a tracer provider each, every span sampled, the batch span
+   processor with its defaults, the OTLP/HTTP exporter sending to a collector on loopback that reads each request whole
+   and discards it. A block with tracing on ends by exporting what its providers hold, so that no export falls in a
+   block with tracing off. Tracing off is the no-op provider, what the programs have when no endpoint is set. The chat
+   goes to the agent runtime (internal/agent), served as cmd/agent serves it but without a bearer token, authenticated
+   as the Agent's ServiceAccount under the Role the operator made, with the catalog the operator wrote mounted as the
+   kubelet mounts it; its scripted model (internal/agent/modeltest) asks for ` + "`echo hi`" + ` (run_command), then answers with the
+   tool's result. The runtime files a CommandRun and watches it; the operator, in-process with its default workers,
+   judges it (allowed by the policy) and creates its Job; once a watch sees the Job, its pod, the runner's result in it
+   (with, for a traced run, the runner's span of the command) and the Job's end are written as the Job controller and
+   the kubelet would; the operator records the result, and the runtime hands it to the model. Each chat is timed from
+   its request until its answer is read; a traced chat makes 7 spans (invoke_agent, two model calls, execute_tool,
+   judge, sandbox, command). Not in the path: a model's own time (the scripted one answers at once, so a real model's
+   seconds would only dilute the ratio), a pod's start and the command's own run, the CommandRun admission policies of
+   config/admission, and a network between the processes. The decision's CommandRuns of ` + "`echo hi`" + ` are filed as the agent
+   files them: with tracing on, under a span of the agent's tracer, whose traceparent the run carries. Each is timed
+   from its create call's return until a watch sees status.decision; the next is filed once the run's status says its
+   Job was made (Running), so that each is judged by an operator at rest. The operator makes its judge span once the
+   decision is stored. Memory is what the benchmarks' process, where the agent, the operator, the stand-ins and the
+   collector run, allocated on its heap per chat or run (runtime/metrics /gc/heap/allocs:bytes), the exports at the end
+   of each block included. The process's CPU time is not shown: one garbage collection costs the CPU time of several
+   runs, and which block it falls in weighs more than tracing does.
 `
 
 func writeTable(w *bytes.Buffer, rows []Row) {
@@ -903,6 +943,15 @@ func ms(v float64) string {
 		return fmt.Sprintf("%.1f ms", v)
 	}
 	return fmt.Sprintf("%.0f ms", v)
+}
+
+// msFine formats a figure in milliseconds as ms does, with a decimal up
+// to 100 ms: two sides a few percent apart read apart.
+func msFine(v float64) string {
+	if !math.IsNaN(v) && v < 100 {
+		return fmt.Sprintf("%.1f ms", v)
+	}
+	return ms(v)
 }
 
 // msMicros formats a figure in milliseconds as micros does: a cost per
