@@ -399,41 +399,16 @@ func TestWarmPodWhoseRunnerDiedPassesTheRunOn(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	ns := warmSetup(t, 1, 0, nil)
-	var pod corev1.Pod
-	g.Eventually(func(g Gomega) {
-		pods := warmPods(g, ns)
-		g.Expect(pods).To(HaveLen(1))
-		pod = pods[0]
-	}, timeout, interval).Should(Succeed())
-	now := metav1.Now()
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.255.254", StartTime: &now,
-		ContainerStatuses: []corev1.ContainerStatus{{Name: sandbox.ContainerCommand, Started: ptr.To(true), Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
-	g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+	pod := showWarmRunning(t, ns, "127.0.255.254")
 
 	g.Expect(k8s.Create(ctx, warmRun(ns, "passed-on", "echo hi"))).To(Succeed())
-	var run skillsv1.CommandRun
 	g.Eventually(func(g Gomega) {
+		var run skillsv1.CommandRun
 		g.Expect(k8s.Get(ctx, keyOf(ns, "passed-on"), &run)).To(Succeed())
 		g.Expect(run.Status.WarmPod + run.Status.JobName).NotTo(BeEmpty())
 	}, timeout, interval).Should(Succeed())
-	g.Expect(k8s.Get(ctx, keyOf(ns, pod.Name), &pod)).To(Succeed())
-	pod.Status.Phase = corev1.PodFailed
-	pod.Status.ContainerStatuses[0].Started = ptr.To(false)
-	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-		ExitCode: 137, Reason: "Error", StartedAt: now, FinishedAt: metav1.Now()}}
-	g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
-
-	g.Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, keyOf(ns, "passed-on"), &run)).To(Succeed())
-		g.Expect(run.Status.Phase.Terminal()).To(BeFalse(), "%s: %v", run.Status.Phase, run.Status.Conditions)
-		g.Expect(run.Status.JobName).NotTo(BeEmpty())
-	}, timeout, interval).Should(Succeed())
-	finishJob(t, ns, "passed-on", &runner.Result{Stdout: "hi\n"}, false)
-	done := waitPhase(t, ns, "passed-on", skillsv1.PhaseSucceeded)
-	g.Expect(done.Status.Result.Stdout).To(Equal("hi\n"))
-	g.Expect(done.Status.WarmPod).To(BeEmpty())
-	g.Expect(jobs(g, ns, "passed-on")).To(HaveLen(1))
+	endWarmPod(t, pod, "")
+	runsOnceInAJob(t, ns, "passed-on")
 }
 
 // TestWarmPodThatEndedWithoutTakingTheRunPassesItOn: a warm pod whose
@@ -470,47 +445,76 @@ func TestWarmPodThatEndedWithoutTakingTheRunPassesItOn(t *testing.T) {
 					reached <- struct{}{}
 				}
 			}()
-			var pod corev1.Pod
-			g.Eventually(func(g Gomega) {
-				pods := warmPods(g, ns)
-				g.Expect(pods).To(HaveLen(1))
-				pod = pods[0]
-			}, timeout, interval).Should(Succeed())
-			now := metav1.Now()
-			pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, StartTime: &now,
-				ContainerStatuses: []corev1.ContainerStatus{{Name: sandbox.ContainerCommand, Started: ptr.To(true), Ready: true,
-					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
-			g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+			pod := showWarmRunning(t, ns, ip)
 
 			g.Expect(k8s.Create(ctx, warmRun(ns, "dying", "echo hi"))).To(Succeed())
 			g.Eventually(reached, timeout).Should(Receive(), "no handoff reached the dying runner")
 			var run skillsv1.CommandRun
 			g.Expect(k8s.Get(ctx, keyOf(ns, "dying"), &run)).To(Succeed())
 			g.Expect(run.Status.WarmPod).To(Equal(pod.Name))
-			g.Expect(k8s.Get(ctx, keyOf(ns, pod.Name), &pod)).To(Succeed())
-			pod.Status.Phase = corev1.PodFailed
-			pod.Status.ContainerStatuses[0].Started = ptr.To(false)
-			pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 137, Reason: "Error", Message: c.message, StartedAt: now, FinishedAt: metav1.Now()}}
-			g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+			endWarmPod(t, pod, c.message)
 
-			if !c.passedOn {
-				failed := waitPhase(t, ns, "dying", skillsv1.PhaseFailed)
-				g.Expect(failed.Status.Result.Message).To(ContainSubstring("the command may have run"))
-				g.Consistently(func(g Gomega) { g.Expect(jobs(g, ns, "dying")).To(BeEmpty()) }, 300*time.Millisecond, interval).Should(Succeed())
+			if c.passedOn {
+				runsOnceInAJob(t, ns, "dying")
 				return
 			}
-			g.Eventually(func(g Gomega) {
-				g.Expect(k8s.Get(ctx, keyOf(ns, "dying"), &run)).To(Succeed())
-				g.Expect(run.Status.Phase.Terminal()).To(BeFalse(), "%s: %v", run.Status.Phase, run.Status.Conditions)
-				g.Expect(run.Status.JobName).NotTo(BeEmpty())
-			}, timeout, interval).Should(Succeed())
-			finishJob(t, ns, "dying", &runner.Result{Stdout: "hi\n"}, false)
-			done := waitPhase(t, ns, "dying", skillsv1.PhaseSucceeded)
-			g.Expect(done.Status.Result.Stdout).To(Equal("hi\n"))
-			g.Expect(jobs(g, ns, "dying")).To(HaveLen(1))
+			failed := waitPhase(t, ns, "dying", skillsv1.PhaseFailed)
+			g.Expect(failed.Status.Result.Message).To(ContainSubstring("the command may have run"))
+			g.Consistently(func(g Gomega) { g.Expect(jobs(g, ns, "dying")).To(BeEmpty()) }, 300*time.Millisecond, interval).Should(Succeed())
 		})
 	}
+}
+
+// showWarmRunning writes, as a kubelet would, that the namespace's one
+// warm pod runs at ip, and returns it.
+func showWarmRunning(t *testing.T, ns, ip string) corev1.Pod {
+	t.Helper()
+	g := NewWithT(t)
+	var pod corev1.Pod
+	g.Eventually(func(g Gomega) {
+		pods := warmPods(g, ns)
+		g.Expect(pods).To(HaveLen(1))
+		pod = pods[0]
+	}, timeout, interval).Should(Succeed())
+	now := metav1.Now()
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, StartTime: &now,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: sandbox.ContainerCommand, Started: ptr.To(true), Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
+	g.Expect(k8s.Status().Update(context.Background(), &pod)).To(Succeed())
+	return pod
+}
+
+// endWarmPod writes, as a kubelet would, that the warm pod's runner was
+// killed, leaving the termination message message.
+func endWarmPod(t *testing.T, pod corev1.Pod, message string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
+	g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(&pod), &pod)).To(Succeed())
+	started := pod.Status.StartTime
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses[0].Started = ptr.To(false)
+	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: 137, Reason: "Error", Message: message, StartedAt: *started, FinishedAt: metav1.Now()}}
+	g.Expect(k8s.Status().Update(ctx, &pod)).To(Succeed())
+}
+
+// runsOnceInAJob checks that the run, which no warm pod took, gets a Job
+// and succeeds there, once.
+func runsOnceInAJob(t *testing.T, ns, name string) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func(g Gomega) {
+		var run skillsv1.CommandRun
+		g.Expect(k8s.Get(context.Background(), keyOf(ns, name), &run)).To(Succeed())
+		g.Expect(run.Status.Phase.Terminal()).To(BeFalse(), "%s: %v", run.Status.Phase, run.Status.Conditions)
+		g.Expect(run.Status.JobName).NotTo(BeEmpty())
+	}, timeout, interval).Should(Succeed())
+	finishJob(t, ns, name, &runner.Result{Stdout: "hi\n"}, false)
+	done := waitPhase(t, ns, name, skillsv1.PhaseSucceeded)
+	g.Expect(done.Status.Result.Stdout).To(Equal("hi\n"))
+	g.Expect(done.Status.WarmPod).To(BeEmpty())
+	g.Expect(jobs(g, ns, name)).To(HaveLen(1))
 }
 
 // takenMessage is a termination message as a warm runner leaves it once
