@@ -523,7 +523,7 @@ func runsOnceInAJob(t *testing.T, ns, name string) {
 func takenMessage(t *testing.T) string {
 	t.Helper()
 	_, msg, _, err := runner.Encode(&runner.Result{ExitCode: runner.ExitRunnerFailure,
-		Error: "the runner ended after it took the command, before it reported a result; the command may have run"})
+		Error: "the sandbox reported no result: its runner ended after it took the command, so the command may have run"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -334,7 +334,7 @@ func Serve(o ServeOptions) *Result {
 // again. A runner killed before it took one leaves the message empty, and
 // the run may go to another sandbox (see the operator's runsWarm).
 var takenResult = &Result{ExitCode: ExitRunnerFailure,
-	Error: "the runner ended after it took the command, before it reported a result; the command may have run"}
+	Error: "the sandbox reported no result: its runner ended after it took the command, so the command may have run"}
 
 // recordTaken writes takenResult to the result file, if there is one,
 // before the command starts.
