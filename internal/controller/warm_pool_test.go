@@ -509,6 +509,8 @@ func runsOnceInAJob(t *testing.T, ns, name string) {
 		g.Expect(k8s.Get(context.Background(), keyOf(ns, name), &run)).To(Succeed())
 		g.Expect(run.Status.Phase.Terminal()).To(BeFalse(), "%s: %v", run.Status.Phase, run.Status.Conditions)
 		g.Expect(run.Status.JobName).NotTo(BeEmpty())
+		// The status names the Job before it is created.
+		g.Expect(jobs(g, ns, name)).To(HaveLen(1))
 	}, timeout, interval).Should(Succeed())
 	finishJob(t, ns, name, &runner.Result{Stdout: "hi\n"}, false)
 	done := waitPhase(t, ns, name, skillsv1.PhaseSucceeded)
