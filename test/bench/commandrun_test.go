@@ -13,6 +13,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -149,20 +150,18 @@ func commandAgent(ctx context.Context, b *testing.B, e *testenv.Env, ns, model s
 // policy's egress, exist in ns.
 func waitFences(ctx context.Context, b *testing.B, e *testenv.Env, ns, agent string) {
 	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var found int
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		var list networkingv1.NetworkPolicyList
 		if err := e.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{sandbox.LabelAgent: agent},
 			client.HasLabels{sandbox.LabelFence}); err != nil {
-			b.Fatal(err)
+			return false, err
 		}
-		if len(list.Items) == 2 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("agent %s/%s has %d fences after a minute, want 2", ns, agent, len(list.Items))
-		}
-		time.Sleep(50 * time.Millisecond)
+		found = len(list.Items)
+		return found == 2, nil
+	})
+	if err != nil {
+		b.Fatalf("agent %s/%s has %d fences after a minute, want 2: %v", ns, agent, found, err)
 	}
 }
 

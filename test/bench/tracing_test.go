@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -238,14 +239,12 @@ func startRuntime(ctx context.Context, b *testing.B, e *testenv.Env, ag *skillsv
 	if err != nil {
 		b.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		err := kube.List(ctx, &skillsv1.CommandRunList{}, client.InNamespace(ag.Namespace))
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the agent's ServiceAccount cannot list CommandRuns after a minute: %v", err)
-		}
+	var listErr error
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		listErr = kube.List(ctx, &skillsv1.CommandRunList{}, client.InNamespace(ag.Namespace))
+		return listErr == nil, nil
+	}); err != nil {
+		b.Fatalf("the agent's ServiceAccount cannot list CommandRuns after a minute: %v", listErr)
 	}
 
 	rt, err := agent.New(agent.Config{
