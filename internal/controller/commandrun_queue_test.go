@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/runner"
@@ -18,8 +19,10 @@ func boundAgent(t *testing.T, ns string, bound int32) {
 	g := NewWithT(t)
 	agent := &skillsv1.Agent{}
 	g.Expect(k8s.Get(context.Background(), keyOf(ns, "ops"), agent)).To(Succeed())
+	before := agent.DeepCopy()
 	agent.Spec.Sandbox = &skillsv1.AgentSandbox{MaxRunning: bound}
-	g.Expect(k8s.Update(context.Background(), agent)).To(Succeed())
+	// A patch: the operator writes the agent too.
+	g.Expect(k8s.Patch(context.Background(), agent, client.MergeFrom(before))).To(Succeed())
 }
 
 // waitQueued waits until run name waits in line with the message msg.
@@ -102,8 +105,9 @@ func TestAgentsBoundsAreTheirOwn(t *testing.T) {
 
 	pol := &skillsv1.CommandPolicy{}
 	g.Expect(k8s.Get(ctx, keyOf(ns, "ops-policy"), pol)).To(Succeed())
+	before := pol.DeepCopy()
 	pol.Spec.Rules = []skillsv1.PolicyRule{{Pattern: "echo *", Action: skillsv1.ActionNever}}
-	g.Expect(k8s.Update(ctx, pol)).To(Succeed())
+	g.Expect(k8s.Patch(ctx, pol, client.MergeFrom(before))).To(Succeed())
 	run := waitPhase(t, ns, "busy-2", skillsv1.PhaseDenied)
 	g.Expect(apimeta.FindStatusCondition(run.Status.Conditions, skillsv1.QueuedCondition)).To(BeNil(), "an ended run is no longer queued")
 	g.Expect(jobs(g, ns, "busy-2")).To(BeEmpty())
