@@ -46,14 +46,15 @@ import (
 )
 
 // The tracing benchmarks run each measure with tracing on and off in the
-// same run, in rounds: each round is a block with tracing on and a block
-// with it off, the first of the two taking turns, so that what else the
-// machine does hits both sides alike.
+// same run, one operation each way in turn, in the order on, off, off, on
+// (and again), so that what else the machine does, and how it drifts as
+// objects pile up, hits both sides alike.
 const (
-	// chatRounds blocks of chatBlock chats are timed each way.
-	chatRounds, chatBlock = 32, 2
-	// decisionRounds blocks of decisionBlock runs are timed each way.
-	decisionRounds, decisionBlock = 60, 5
+	// chatPairs chats are timed each way.
+	chatPairs = 64
+	// decisionPairs runs are timed each way. None ends, and the Agent's
+	// bound on runs at once (at most 1000) holds them all.
+	decisionPairs = 480
 	// tracingWarmup chats or runs are made each way first and not timed.
 	tracingWarmup = 3
 )
@@ -133,7 +134,7 @@ func BenchmarkTracingChat(b *testing.B) {
 			}
 			return took
 		}
-		on, off := tr.rounds(ctx, b, chatRounds, chatBlock, chat)
+		on, off := tr.pairs(ctx, b, chatPairs, chat)
 		if err := kubelet.err(); err != nil {
 			b.Fatal(err)
 		}
@@ -164,7 +165,7 @@ func BenchmarkTracingDecision(b *testing.B) {
 	for b.Loop() {
 		ns := e.Namespace(b)
 		// None of the runs ends: none waits in line.
-		_, ag := commandAgent(ctx, b, e, ns, "http://127.0.0.1:1/v1", 2*(tracingWarmup+decisionRounds*decisionBlock))
+		_, ag := commandAgent(ctx, b, e, ns, "http://127.0.0.1:1/v1", 2*(tracingWarmup+decisionPairs))
 		decided := watchFirst(ctx, b, watcher(b, e), &skillsv1.CommandRunList{}, ns, func(o client.Object) bool {
 			r, ok := o.(*skillsv1.CommandRun)
 			return ok && r.Status.Decision != nil
@@ -202,7 +203,7 @@ func BenchmarkTracingDecision(b *testing.B) {
 			running.wait(b, name, started)
 			return at.Sub(created)
 		}
-		on, off := tr.rounds(ctx, b, decisionRounds, decisionBlock, file)
+		on, off := tr.pairs(ctx, b, decisionPairs, file)
 		tr.report(b, on, off, "run")
 	}
 }
@@ -461,48 +462,46 @@ func (t *tracing) flush(ctx context.Context) error {
 }
 
 // side is what one side, tracing on or off, measured: each operation's
-// time, and the bytes this process allocated in its blocks.
+// time, and the bytes this process allocated in its operations.
 type side struct {
 	times []time.Duration
 	alloc uint64
 }
 
-// rounds makes tracingWarmup operations each way, untimed, then rounds of
-// a block of operations with tracing on and a block with it off, the first
-// of the two taking turns. A block with tracing on ends with the spans it
-// made exported (ForceFlush), so that none is exported in a block with
-// tracing off; its allocations include that export's.
-func (t *tracing) rounds(ctx context.Context, b *testing.B, rounds, block int, op func(on bool) time.Duration) (on, off side) {
+// pairs makes tracingWarmup operations each way, untimed, then n each
+// way, in turn: on, off, off, on, on, off, and so on. The spans made by
+// the operations with tracing on are exported (ForceFlush), untimed,
+// before an operation with tracing off, so that none is exported during
+// one; the export's allocations count on the side with tracing on.
+func (t *tracing) pairs(ctx context.Context, b *testing.B, n int, op func(on bool) time.Duration) (on, off side) {
 	b.Helper()
-	run := func(tracingOn bool, n int, s *side) {
+	one := func(tracingOn, flush bool, s *side) {
 		t.set(tracingOn)
+		defer t.set(false)
 		alloc := allocated()
-		for range n {
-			d := op(tracingOn)
-			if s != nil {
-				s.times = append(s.times, d)
-			}
-		}
-		if tracingOn {
+		d := op(tracingOn)
+		if flush {
 			if err := t.flush(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
 		if s != nil {
+			s.times = append(s.times, d)
 			s.alloc += allocated() - alloc
 		}
-		t.set(false)
 	}
-	run(true, tracingWarmup, nil)
-	run(false, tracingWarmup, nil)
+	for range tracingWarmup {
+		one(true, true, nil)
+		one(false, false, nil)
+	}
 	t.exported.Store(0)
-	for r := range rounds {
-		if r%2 == 0 {
-			run(true, block, &on)
-			run(false, block, &off)
-		} else {
-			run(false, block, &off)
-			run(true, block, &on)
+	tracingOn := func(i int) bool { return i%4 == 0 || i%4 == 3 }
+	for i := range 2 * n {
+		switch {
+		case !tracingOn(i):
+			one(false, false, &off)
+		default:
+			one(true, i == 2*n-1 || !tracingOn(i+1), &on)
 		}
 	}
 	if t.failed.Load() > 0 || t.received.Load() == 0 {

@@ -811,15 +811,17 @@ const method = `1. **Skill throughput** (BenchmarkSkillThroughput). 16 client go
    date, cut, sort, uniq, head, tail, grep, wc, tr, cat, true) summarising a listing of 200 pods, allowed by a rule whose
    children are judged; with its own sh that is 51 execs, each judged and allowed. On a machine under load, the wall
    times vary by more than the overhead between runs; the CPU times vary less.
-8. **Tracing overhead** (BenchmarkTracingChat, BenchmarkTracingDecision). Each measure runs with tracing on and off in
-   the same run, against the same API server and operator, in rounds: a block of 2 chats (5 runs for the decision) with
-   tracing on and a block with it off, the first of the two taking turns, 32 rounds (60) after 3 untimed each way; the
-   figures are each side's p50 and p90 and the ratio of the p50s. Tracing on is what the agent and the operator have
-   once an OTLP endpoint is set (internal/telemetry.Setup): a tracer provider each, every span sampled, the batch span
-   processor with its defaults, the OTLP/HTTP exporter sending to a collector on loopback that reads each request whole
-   and discards it. A block with tracing on ends by exporting what its providers hold, so that no export falls in a
-   block with tracing off. Tracing off is the no-op provider, what the programs have when no endpoint is set. The chat
-   goes to the agent runtime (internal/agent), served as cmd/agent serves it but without a bearer token, authenticated
+8. **Tracing overhead** (BenchmarkTracingChat, BenchmarkTracingDecision). Each measure runs with tracing on and off
+   in the same run, against the same API server and operator, one operation each way in turn, in the order on, off,
+   off, on (and again): 64 chats (480 runs for the decision) each way after 3 untimed each way, so that neither side
+   gains from the order, nor from how the machine drifts as objects pile up (with tracing off on both sides, the
+   ratio lies within 0.97–1.03 from run to run); the figures are each side's p50 and p90 and the ratio of the p50s.
+   Tracing on is what the agent and the operator have once an OTLP endpoint is set (internal/telemetry.Setup): a
+   tracer provider each, every span sampled, the batch span processor with its defaults, the OTLP/HTTP exporter
+   sending to a collector on loopback that reads each request whole and discards it. Before an operation with tracing
+   off, what the providers hold is exported, untimed, so that no export falls in one; the export's memory counts on
+   the side with tracing on. Tracing off is the no-op provider, what the programs have when no endpoint is set. The
+   chat goes to the agent runtime (internal/agent), served as cmd/agent serves it but without a bearer token, authenticated
    as the Agent's ServiceAccount under the Role the operator made, with the catalog the operator wrote mounted as the
    kubelet mounts it; its scripted model (internal/agent/modeltest) asks for ` + "`echo hi`" + ` (run_command), then answers with the
    tool's result. The runtime files a CommandRun and watches it; the operator, in-process with its default workers,
