@@ -279,7 +279,7 @@ func succeedsWherever(t *testing.T, ns, name string) *skillsv1.CommandRun {
 		job := &batchv1.Job{}
 		g.Expect(k8s.Get(ctx, keyOf(ns, run.Status.JobName), job)).To(Succeed())
 		if job.Status.Succeeded == 0 {
-			finishJob(t, ns, run.Status.JobName, &runner.Result{Stdout: name + "\n"}, false)
+			g.Expect(operator.FinishJob(ctx, k8s, ns, run.Status.JobName, &runner.Result{Stdout: name + "\n"}, false)).To(Succeed())
 		}
 		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded), "%v", run.Status.Conditions)
 	}, timeout, interval).Should(Succeed(), "run %s/%s never succeeded", ns, name)
