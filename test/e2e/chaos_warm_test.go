@@ -190,19 +190,36 @@ func killWarmDuringCommand(t *testing.T, x *chaos, _ []*chaosRun) []*chaosRun {
 		{how: "deleted at once", opts: []client.DeleteOption{client.GracePeriodSeconds(0)}},
 		{how: "its runner killed", runner: true},
 	} {
-		waitWarm(t, chaosWarmAgent, warmPool, namedByNoRun(t))
-		r := x.fileRunAs(t, chaosWarmAgent, longCommand, "")
+		// A run filed as the pool fills may find no pod waiting in the
+		// operator's view, which lags the test's, and take a Job: it runs
+		// there and is checked as any other, and another is filed.
+		var r *chaosRun
 		var pod corev1.Pod
-		NewWithT(t).Eventually(func(g Gomega) {
-			var run skillsv1.CommandRun
-			g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: r.name}, &run)).To(Succeed())
-			if run.Status.JobName != "" {
-				StopTrying(fmt.Sprintf("%s took a Job, not a warm sandbox: %s", r.name, runMessage(run))).Now()
+		for attempt := 1; r == nil; attempt++ {
+			waitWarm(t, chaosWarmAgent, warmPool, namedByNoRun(t))
+			filedNow := x.fileRunAs(t, chaosWarmAgent, longCommand, "")
+			inJob := ""
+			NewWithT(t).Eventually(func(g Gomega) {
+				var run skillsv1.CommandRun
+				g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: filedNow.name}, &run)).To(Succeed())
+				if run.Status.JobName != "" {
+					inJob = runMessage(run)
+					return
+				}
+				g.Expect(run.Status.WarmPod).NotTo(BeEmpty(), "%s has no warm pod yet", filedNow.name)
+				g.Expect(startCounts(t)[filedNow.key]).To(BeNumerically(">=", 1), "%s has not started", filedNow.name)
+				g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Status.WarmPod}, &pod)).To(Succeed())
+			}, time.Minute, 200*time.Millisecond).Should(Succeed())
+			if inJob == "" {
+				r = filedNow
+				break
 			}
-			g.Expect(run.Status.WarmPod).NotTo(BeEmpty(), "%s has no warm pod yet", r.name)
-			g.Expect(startCounts(t)[r.key]).To(BeNumerically(">=", 1), "%s has not started", r.name)
-			g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: run.Status.WarmPod}, &pod)).To(Succeed())
-		}, time.Minute, 200*time.Millisecond).Should(Succeed())
+			filed = append(filed, filedNow)
+			x.note("%s took a Job, not a warm sandbox: %s", filedNow.name, inJob)
+			if attempt == 3 {
+				t.Fatalf("3 runs filed into a full warm pool took Jobs; the last: %s", inJob)
+			}
+		}
 		var err error
 		if kill.runner {
 			err = killRunner(pod)
