@@ -370,14 +370,18 @@ func (r *CommandRunReconciler) tidyEnded(ctx context.Context, run *skillsv1.Comm
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	// Every run that ends reads all of its agent's runs: they are the
+	// cache's own objects, read, never changed (a copy is deleted), so
+	// that the cost of a run's end does not grow with the history kept.
 	var runs skillsv1.CommandRunList
-	if err := r.List(ctx, &runs, client.InNamespace(run.Namespace), client.MatchingFields{IndexRunAgent: run.Spec.Agent}); err != nil {
+	if err := r.List(ctx, &runs, client.InNamespace(run.Namespace), client.MatchingFields{IndexRunAgent: run.Spec.Agent},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to list CommandRuns of agent %s: %w", run.Spec.Agent, err)
 	}
 	now := r.now()
 	for i, f := range finishedNewestFirst(runs.Items) {
 		if i >= maxRuns || now.Sub(f.Status.CompletionTime.Time) >= maxAge {
-			if err := r.deleteRun(ctx, f); err != nil {
+			if err := r.deleteRun(ctx, f.DeepCopy()); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
