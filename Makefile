@@ -55,12 +55,16 @@ lint: vet ## Run the linters: gofmt, go vet, and golangci-lint (.golangci.yml; b
 envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cached).
 	@hack/build-k8s.sh kube-apiserver etcd kubectl >/dev/null
 
+.PHONY: flux-crds
+flux-crds: ## Fetch Flux's source-controller CRDs for tests into bin/flux/ (Go module proxy, cached; version pinned in hack/flux-crds.sh).
+	@hack/flux-crds.sh >/dev/null
+
 .PHONY: test-tools
 test-tools: ## Install the Debian packages the tests need (shells, Node.js, and the real programs of the red-team corpus).
 	@hack/test-tools.sh
 
 .PHONY: test
-test: envtest helm test-tools ## Run unit and envtest tests against a real kube-apiserver and etcd.
+test: envtest flux-crds helm test-tools ## Run unit and envtest tests against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...
 	cd hack/images && go test $(GO_TEST_FLAGS) ./...
 	cd test/monitoring && go test $(GO_TEST_FLAGS) ./...
@@ -71,7 +75,7 @@ redteam: envtest test-tools ## Run the red-team corpus: attack lines run by the 
 	go test -count=1 $(GO_TEST_FLAGS) ./test/redteam/...
 
 .PHONY: bench
-bench: envtest ## Run the benchmarks against a real kube-apiserver and etcd; write BENCHMARKS.md.
+bench: envtest flux-crds ## Run the benchmarks against a real kube-apiserver and etcd; write BENCHMARKS.md.
 	go run ./test/bench/cmd/report
 
 ##@ Build and run
@@ -90,7 +94,7 @@ MODEL_URL ?=
 MODEL ?=
 
 .PHONY: run-local
-run-local: envtest build ## Start a local control plane with the operator, the samples and the sample agent.
+run-local: envtest flux-crds build ## Start a local control plane with the operator, the samples and the sample agent.
 	go run ./hack/local $(if $(MODEL_URL),--model-base-url=$(MODEL_URL)) $(if $(MODEL),--model-name=$(MODEL))
 
 .PHONY: docker-build
@@ -119,7 +123,7 @@ helm-lint: helm ## Lint the charts.
 	$(HELM) lint --strict charts/agent --set model.baseURL=http://model.example:8080/v1 --set model.name=model
 
 .PHONY: helm-test
-helm-test: envtest helm ## Test the charts: lint, render, server-side dry-run and install on a real kube-apiserver.
+helm-test: envtest flux-crds helm ## Test the charts: lint, render, server-side dry-run and install on a real kube-apiserver.
 	go test $(GO_TEST_FLAGS) ./test/charts/...
 
 ##@ Local cluster and end-to-end tests

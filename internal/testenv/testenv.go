@@ -2,7 +2,9 @@
 // envtest) with the kubeskills CRDs installed, once per test package.
 //
 // The binaries come from bin/k8s/<version>/, built by `make envtest` from the
-// Go module proxy. KUBEBUILDER_ASSETS, when set, takes precedence.
+// Go module proxy. KUBEBUILDER_ASSETS, when set, takes precedence. Flux's
+// source-controller CRDs (source.toolkit.fluxcd.io) are installed too, from
+// bin/flux/source-controller/<version>/crds/, fetched by `make flux-crds`.
 package testenv
 
 import (
@@ -69,9 +71,14 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Start starts the control plane and installs the CRDs of config/crd/bases.
+// Start starts the control plane and installs the CRDs of config/crd/bases
+// and Flux's source-controller CRDs (FluxCRDDir).
 func Start() (*Env, error) {
 	assets, err := assetsDir()
+	if err != nil {
+		return nil, err
+	}
+	flux, err := FluxCRDDir()
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +88,7 @@ func Start() (*Env, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases"), flux},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
@@ -152,6 +159,27 @@ func assetsDir() (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// FluxCRDDir finds the directory of Flux's source-controller CRDs
+// (GitRepository, OCIRepository, Bucket) that hack/flux-crds.sh fetches from
+// the Go module proxy: bin/flux/source-controller/<version>/crds. The
+// version is pinned in the script alone, which links only that version into
+// bin/, so exactly one directory matches.
+func FluxCRDDir() (string, error) {
+	pattern := filepath.Join(RepoRoot(), "bin", "flux", "source-controller", "*", "crds")
+	dirs, err := filepath.Glob(pattern)
+	if err != nil {
+		return "", err
+	}
+	switch len(dirs) {
+	case 0:
+		return "", fmt.Errorf("no Flux source-controller CRDs in %s: run 'make flux-crds' to fetch them", pattern)
+	case 1:
+		return dirs[0], nil
+	default:
+		return "", fmt.Errorf("several Flux source-controller CRD directories %v: run 'make flux-crds' to keep only the pinned one", dirs)
+	}
 }
 
 // KubernetesVersion reads the version of k8s.io/kubernetes that
