@@ -115,12 +115,13 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 	// As in a cluster: identities on CommandRuns, the agent a run is filed
 	// for, who changes what keeps a run, what an Agent names and the
-	// ServiceAccount a CommandPolicy names, who writes a skill source, and
+	// ServiceAccount a CommandPolicy names, who writes a skill source or a
+	// skill repository, and
 	// who makes a run's Job, are checked at admission.
 	if err := env.ApplyFiles(ctx, "config/admission/commandrun-identity.yaml", "config/admission/commandrun-agent.yaml",
 		"config/admission/commandrun-records.yaml",
 		"config/admission/agent-references.yaml", "config/admission/commandpolicy-identity.yaml",
-		"config/admission/skill-sources.yaml", "config/admission/sandbox-jobs.yaml",
+		"config/admission/skill-sources.yaml", "config/admission/skill-repositories.yaml", "config/admission/sandbox-jobs.yaml",
 		"config/admission/warm-sandboxes.yaml",
 		"config/rbac/approver_role.yaml", "config/rbac/runner_role.yaml"); err != nil {
 		return err

@@ -2,42 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/skill"
 )
-
-// findSkillFolders lists the skill folders of a repository: root itself
-// when it holds a SKILL.md, else every folder below root that holds one,
-// in lexical order. It does not look inside a skill folder (its own files
-// are the skill's), nor inside `.git` folders, nor through links to folders.
-func findSkillFolders(root string) ([]string, error) {
-	var folders []string
-	err := filepath.WalkDir(root, func(path string, entry fs.DirEntry, err error) error {
-		if err != nil {
-			return fmt.Errorf("failed to read folder %s: %w", path, err)
-		}
-		if !entry.IsDir() {
-			return nil
-		}
-		if entry.Name() == ".git" && path != root {
-			return filepath.SkipDir
-		}
-		if _, err := os.Lstat(filepath.Join(path, skill.SkillFileName)); err == nil {
-			folders = append(folders, path)
-			return filepath.SkipDir
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return folders, nil
-}
 
 // inputKind tells what a path given on the command line is.
 type inputKind int
@@ -73,7 +43,7 @@ func skillFolders(path string, recursive bool) ([]string, *verdict) {
 	if !recursive {
 		return []string{path}, nil
 	}
-	folders, err := findSkillFolders(path)
+	folders, err := skill.FindFolders(path)
 	if err != nil {
 		v := &verdict{source: path}
 		v.fail(fieldSkillMD, err.Error(), "")

@@ -136,7 +136,7 @@ func (r *SkillSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			if err == nil {
 				// A failure to replace the spec is retried, never
 				// reported as a fault of the source.
-				err = r.dropForeignSpec(ctx, desired)
+				err = dropForeignSpec(ctx, r.Client, desired)
 			}
 			if err == nil {
 				r.recordApplied(cm, current, desired)
@@ -156,7 +156,8 @@ func (r *SkillSourceReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if current == nil || current.Annotations[skillsv1.AnnotationSourceError] != msg {
 		r.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, InvalidSourceReason, "Convert", "%s", eventNote(msg))
 	}
-	return ctrl.Result{}, r.applySkill(ctx, cm, sourceErrorSkill(cm, current, msg))
+	return ctrl.Result{}, r.applySkill(ctx, cm, sourceErrorSkill(cm.Name, cm.Namespace, current, msg,
+		fmt.Sprintf("Not served: ConfigMap %s holds no valid skill", cm.Name)))
 }
 
 // applySkill server-side applies the whole Skill, owned by the ConfigMap;
@@ -165,12 +166,19 @@ func (r *SkillSourceReconciler) applySkill(ctx context.Context, cm *corev1.Confi
 	s.OwnerReferences = []metav1.OwnerReference{{
 		APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: ptr.To(true),
 	}}
-	u, err := applyContent(r.Client, s)
+	return applySkill(ctx, r.Client, s)
+}
+
+// applySkill server-side applies the whole Skill s, with the owner it
+// names; s becomes the Skill the API server answers with, its spec kept
+// as applied.
+func applySkill(ctx context.Context, c client.Client, s *skillsv1.Skill) error {
+	u, err := applyContent(c, s)
 	if err != nil {
 		return err
 	}
 	spec := s.Spec
-	if err := applyUnstructured(ctx, r.Client, u); err != nil {
+	if err := applyUnstructured(ctx, c, u); err != nil {
 		return err
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, s); err != nil {
@@ -180,12 +188,12 @@ func (r *SkillSourceReconciler) applySkill(ctx context.Context, cm *corev1.Confi
 	return nil
 }
 
-// dropForeignSpec makes the Skill's spec exactly what the source says.
+// dropForeignSpec makes the Skill's spec exactly what its source says.
 // Server-side apply never removes a field another manager set (a file or an
 // allowed tool added by hand), so when any manager but the operator owns
 // part of the spec, the spec is replaced whole. s is the Skill applySkill
 // answered, holding the source's spec.
-func (r *SkillSourceReconciler) dropForeignSpec(ctx context.Context, s *skillsv1.Skill) error {
+func dropForeignSpec(ctx context.Context, c client.Client, s *skillsv1.Skill) error {
 	if !foreignSpecFields(s.ManagedFields) {
 		return nil
 	}
@@ -197,7 +205,7 @@ func (r *SkillSourceReconciler) dropForeignSpec(ctx context.Context, s *skillsv1
 	if err != nil {
 		return fmt.Errorf("failed to encode the spec of Skill %s: %w", klog.KObj(s), err)
 	}
-	if err := r.Patch(ctx, s, client.RawPatch(types.JSONPatchType, patch), FieldOwner); err != nil {
+	if err := c.Patch(ctx, s, client.RawPatch(types.JSONPatchType, patch), FieldOwner); err != nil {
 		return fmt.Errorf("failed to replace the spec of Skill %s: %w", klog.KObj(s), err)
 	}
 	return nil
@@ -260,17 +268,17 @@ func (r *SkillSourceReconciler) deleteOrphan(ctx context.Context, key types.Name
 	return nil
 }
 
-// sourceErrorSkill is the Skill applied while its ConfigMap holds no valid
+// sourceErrorSkill is the Skill applied while its source holds no valid
 // skill: the current spec, kept as it is, or, for a Skill not made yet, a
-// spec the API server accepts and the Skill controller never serves; and
-// the annotation saying why.
-func sourceErrorSkill(cm *corev1.ConfigMap, current *skillsv1.Skill, msg string) *skillsv1.Skill {
+// spec the API server accepts and the Skill controller never serves (with
+// description); and the annotation saying why.
+func sourceErrorSkill(name, namespace string, current *skillsv1.Skill, msg, description string) *skillsv1.Skill {
 	s := &skillsv1.Skill{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: cm.Name, Namespace: cm.Namespace,
+			Name: name, Namespace: namespace,
 			Annotations: map[string]string{skillsv1.AnnotationSourceError: msg},
 		},
-		Spec: skillsv1.SkillSpec{Description: fmt.Sprintf("Not served: ConfigMap %s holds no valid skill", cm.Name)},
+		Spec: skillsv1.SkillSpec{Description: description},
 	}
 	if current != nil {
 		s.Spec = *current.Spec.DeepCopy()

@@ -32,6 +32,7 @@ import (
 	"github.com/kubeskills/kubeskills/internal/controller"
 	"github.com/kubeskills/kubeskills/internal/sandbox"
 	"github.com/kubeskills/kubeskills/internal/skill"
+	"github.com/kubeskills/kubeskills/internal/skillrepo"
 	"github.com/kubeskills/kubeskills/internal/telemetry"
 )
 
@@ -60,6 +61,8 @@ type Options struct {
 	MaxInstructionsBytes int
 	// SkillWorkers is the number of Skills reconciled at once.
 	SkillWorkers int
+	// RepositoryLimits bound the artifact of a SkillRepository's source.
+	RepositoryLimits skillrepo.Limits
 	// RunWorkers is the number of CommandRuns reconciled at once.
 	RunWorkers int
 	// Image is the operator's own image: it holds the runner that sandbox
@@ -101,6 +104,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election Lease; defaults to the pod's namespace.")
 	fs.IntVar(&o.MaxInstructionsBytes, "max-instructions-bytes", skill.DefaultMaxBodyBytes, "Largest skill instructions (SKILL.md body) served, in bytes.")
 	fs.IntVar(&o.SkillWorkers, "skill-workers", 4, "Skills reconciled at once.")
+	fs.IntVar(&o.RepositoryLimits.MaxArtifactBytes, "max-artifact-bytes", skillrepo.DefaultLimits.MaxArtifactBytes,
+		"Largest artifact of a SkillRepository's Flux source, as downloaded, in bytes.")
+	fs.IntVar(&o.RepositoryLimits.MaxUnpackedBytes, "max-artifact-unpacked-bytes", skillrepo.DefaultLimits.MaxUnpackedBytes,
+		"Most bytes of files an artifact of a SkillRepository's Flux source unpacks to.")
 	fs.IntVar(&o.RunWorkers, "run-workers", 4, "CommandRuns reconciled at once.")
 	fs.StringVar(&o.Image, "image", DefaultImage, "The operator's own image: sandbox Jobs copy the runner from it, and agents run it.")
 	fs.Int64Var(&o.MemoryLimit, "memory-limit", 0, "The container's memory limit in bytes (e.g. from the downward API's limits.memory); the Go runtime keeps its memory under 90% of it unless GOMEMLIMIT is set. 0: no limit.")
@@ -261,6 +268,19 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	}
 	if err := sources.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the skill source controller: %w", err)
+	}
+	repos := &controller.SkillRepositoryReconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorder("kubeskills-skill-repository"),
+		Limits:        o.RepositoryLimits,
+		SourcesServed: controller.FluxSourcesServed(mgr.GetRESTMapper()),
+	}
+	if !repos.SourcesServed {
+		ctrl.Log.Info("Flux's source kinds are not served: SkillRepositories wait for them (restart the operator once Flux is installed)")
+	}
+	if err := repos.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("failed to set up the SkillRepository controller: %w", err)
 	}
 	policies := &controller.CommandPolicyReconciler{
 		Client:    mgr.GetClient(),

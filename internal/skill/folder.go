@@ -11,6 +11,34 @@ import (
 	"unicode/utf8"
 )
 
+// FindFolders lists the skill folders of a repository: root itself
+// when it holds a SKILL.md, else every folder below root that holds one,
+// in lexical order. It does not look inside a skill folder (its own files
+// are the skill's), nor inside `.git` folders, nor through links to folders.
+func FindFolders(root string) ([]string, error) {
+	var folders []string
+	err := filepath.WalkDir(root, func(path string, entry fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("failed to read folder %s: %w", path, err)
+		}
+		if !entry.IsDir() {
+			return nil
+		}
+		if entry.Name() == ".git" && path != root {
+			return filepath.SkipDir
+		}
+		if _, err := os.Lstat(filepath.Join(path, SkillFileName)); err == nil {
+			folders = append(folders, path)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return folders, nil
+}
+
 // ParseDir reads a skill folder: its SKILL.md (ParseSkillMD) and every other
 // regular file below it, recording executable bits. Files are sorted by path.
 // Every `.git` entry, folder, file or link, at any depth, is left out (see

@@ -213,3 +213,42 @@ func TestAdmission_SkillSourceNeedsTheRightToWriteTheSkill(t *testing.T) {
 	}, timeout, interval).Should(MatchError(ContainSubstring(refusal)))
 	g.Expect(update(gina, plain, func(cm *corev1.ConfigMap) { cm.Labels = nil })).To(Succeed())
 }
+
+func TestAdmission_SkillRepositoryNeedsItsSourceAndTheRightToWriteSkills(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	role(t, ns, "repository-writer", "hugo", rbacv1.PolicyRule{
+		APIGroups: []string{"kubeskills.io"}, Resources: []string{"skillrepositories"}, Verbs: []string{"create", "update", "get"},
+	})
+	hugo := as(t, "hugo")
+	repo := &skillsv1.SkillRepository{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-skills"},
+		Spec: skillsv1.SkillRepositorySpec{
+			SourceRef: skillsv1.SourceRef{Kind: skillsv1.SourceGitRepository, Name: "skills"}, Path: "skills",
+		},
+	}
+	refused(t, hugo, repo, "spec.sourceRef names GitRepository skills, which hugo may not get in namespace "+ns,
+		"ask for get on gitrepositories.source.toolkit.fluxcd.io/skills")
+
+	role(t, ns, "source-reader", "hugo", rbacv1.PolicyRule{
+		APIGroups: []string{skillsv1.FluxSourceGroup}, Resources: []string{"gitrepositories"}, Verbs: []string{"get"},
+		ResourceNames: []string{"skills"},
+	})
+	refused(t, hugo, repo, "SkillRepository team-skills makes Skills in namespace "+ns+", which hugo may not create",
+		"Ask for create and delete on skills (kubeskills.io)")
+	role(t, ns, "skill-creator", "hugo", rbacv1.PolicyRule{
+		APIGroups: []string{"kubeskills.io"}, Resources: []string{"skills"}, Verbs: []string{"create"},
+	})
+	refused(t, hugo, repo, "SkillRepository team-skills deletes the Skills of folders removed in namespace "+ns+
+		", which hugo may not delete")
+	other := repo.DeepCopy()
+	other.Spec.SourceRef.Name = "someone-elses"
+	role(t, ns, "skill-deleter", "hugo", rbacv1.PolicyRule{
+		APIGroups: []string{"kubeskills.io"}, Resources: []string{"skills"}, Verbs: []string{"delete"},
+	})
+	refused(t, hugo, other, "spec.sourceRef names GitRepository someone-elses")
+	g.Eventually(func() error { return hugo.Create(ctx, repo.DeepCopy()) }, timeout, interval).Should(Succeed())
+	err := update(hugo, repo, func(r *skillsv1.SkillRepository) { r.Spec.SourceRef.Name = "someone-elses" })
+	g.Expect(err).To(MatchError(ContainSubstring("spec.sourceRef names GitRepository someone-elses")))
+}

@@ -82,7 +82,7 @@ func adoptCRDs(t *testing.T, release, namespace string) []*unstructured.Unstruct
 	t.Helper()
 	ctx := context.Background()
 	var crds []*unstructured.Unstructured
-	for _, name := range []string{"agents", "commandpolicies", "commandruns", "skills"} {
+	for _, name := range []string{"agents", "commandpolicies", "commandruns", "skillrepositories", "skills"} {
 		crd := &unstructured.Unstructured{}
 		crd.SetAPIVersion("apiextensions.k8s.io/v1")
 		crd.SetKind("CustomResourceDefinition")

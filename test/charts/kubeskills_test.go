@@ -68,6 +68,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"CustomResourceDefinition/agents.kubeskills.io",
 		"CustomResourceDefinition/commandpolicies.kubeskills.io",
 		"CustomResourceDefinition/commandruns.kubeskills.io",
+		"CustomResourceDefinition/skillrepositories.kubeskills.io",
 		"CustomResourceDefinition/skills.kubeskills.io",
 		"Deployment/kubeskills",
 		"Service/kubeskills-metrics",
@@ -78,6 +79,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-identity",
 		"ValidatingAdmissionPolicy/kubeskills-commandrun-records",
 		"ValidatingAdmissionPolicy/kubeskills-sandbox-jobs",
+		"ValidatingAdmissionPolicy/kubeskills-skill-repositories",
 		"ValidatingAdmissionPolicy/kubeskills-skill-sources",
 		"ValidatingAdmissionPolicy/kubeskills-warm-sandboxes",
 		"ValidatingAdmissionPolicyBinding/kubeskills-agent-references",
@@ -86,6 +88,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-identity",
 		"ValidatingAdmissionPolicyBinding/kubeskills-commandrun-records",
 		"ValidatingAdmissionPolicyBinding/kubeskills-sandbox-jobs",
+		"ValidatingAdmissionPolicyBinding/kubeskills-skill-repositories",
 		"ValidatingAdmissionPolicyBinding/kubeskills-skill-sources",
 		"ValidatingAdmissionPolicyBinding/kubeskills-warm-sandboxes",
 	}
@@ -142,6 +145,7 @@ func TestOperatorChartDefaults(t *testing.T) {
 	checkSynced(t, objs, "config/admission/agent-references.yaml")
 	checkSynced(t, objs, "config/admission/commandpolicy-identity.yaml")
 	checkSynced(t, objs, "config/admission/skill-sources.yaml")
+	checkSynced(t, objs, "config/admission/skill-repositories.yaml")
 	checkSynced(t, objs, "config/admission/sandbox-jobs.yaml")
 	checkSynced(t, objs, "config/admission/warm-sandboxes.yaml")
 	checkMetricsService(t, objs, d, 8443)
