@@ -28,7 +28,7 @@ const (
 )
 
 // Kinds are the kinds that have a health check.
-var Kinds = []string{"Skill", "Agent", "CommandPolicy", "CommandRun"}
+var Kinds = []string{"Skill", "Agent", "CommandPolicy", "CommandRun", "SkillRepository"}
 
 // The health statuses Argo CD knows.
 const (

@@ -17,10 +17,11 @@ import (
 
 // wantStatuses are the health statuses each kind's test cases must cover.
 var wantStatuses = map[string][]string{
-	"Skill":         {Healthy, Progressing, Degraded},
-	"Agent":         {Healthy, Progressing, Degraded},
-	"CommandPolicy": {Healthy, Progressing, Degraded},
-	"CommandRun":    {Healthy, Progressing, Degraded, Suspended},
+	"Skill":           {Healthy, Progressing, Degraded},
+	"Agent":           {Healthy, Progressing, Degraded},
+	"CommandPolicy":   {Healthy, Progressing, Degraded},
+	"CommandRun":      {Healthy, Progressing, Degraded, Suspended},
+	"SkillRepository": {Healthy, Progressing, Degraded},
 }
 
 // TestHealthChecks runs every kind's script against every test case of its
