@@ -71,7 +71,7 @@ func renderPatch(g Gomega) []byte {
 	return b.Bytes()
 }
 
-// TestConfigMapPatchHoldsTheScripts: the patch holds the four scripts as
+// TestConfigMapPatchHoldsTheScripts: the patch holds the five scripts as
 // they are tested, and nothing else. Run with -update to rewrite it.
 func TestConfigMapPatchHoldsTheScripts(t *testing.T) {
 	g := NewWithT(t)
@@ -105,7 +105,7 @@ patches:
 
 // TestConfigMapPatchInstalls follows README.md: kubectl patch on a running
 // argocd-cm, and a kustomize patch of an Argo CD install, both keep the
-// settings already there and add the four checks.
+// settings already there and add the five checks.
 func TestConfigMapPatchInstalls(t *testing.T) {
 	g := NewWithT(t)
 	dir := t.TempDir()

@@ -104,15 +104,16 @@ func testdataFiles(t *testing.T, dir string) []string {
 	return files
 }
 
-// TestKstatusKindsShareOneScript: Skill, Agent and CommandPolicy report the
-// same kstatus conditions, so one fix must reach all three scripts.
+// TestKstatusKindsShareOneScript: Skill, Agent, CommandPolicy and
+// SkillRepository report the same kstatus conditions, so one fix must reach
+// all four scripts.
 func TestKstatusKindsShareOneScript(t *testing.T) {
 	root := testenv.RepoRoot()
 	want, err := os.ReadFile(filepath.Join(KindDir(root, "Skill"), ScriptFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, kind := range []string{"Agent", "CommandPolicy"} {
+	for _, kind := range []string{"Agent", "CommandPolicy", "SkillRepository"} {
 		got, err := os.ReadFile(filepath.Join(KindDir(root, kind), ScriptFile))
 		if err != nil {
 			t.Fatal(err)

@@ -7,92 +7,14 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/kubeskills/kubeskills/internal/testenv"
 )
 
-// The reasons for an object that must change before it is served: a
-// Skill, Agent or CommandPolicy is invalid (ValidationFailed), a
-// SkillRepository's revision holds skill folders it cannot serve
-// (SkillsFailed).
-const (
-	validationFailed = "ValidationFailed"
-	skillsFailed     = "SkillsFailed"
-)
-
-// withReason returns a copy of an object whose conditions of reason from
-// have reason to instead.
-func withReason(t *testing.T, obj *unstructured.Unstructured, from, to string) map[string]any {
-	t.Helper()
-	out := runtime.DeepCopyJSON(obj.Object)
-	conds, _, err := unstructured.NestedSlice(out, "status", "conditions")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["reason"] == from {
-			m["reason"] = to
-		}
-	}
-	if conds != nil {
-		if err := unstructured.SetNestedSlice(out, conds, "status", "conditions"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
-}
-
-// TestSkillRepositoryCheckFollowsTheShared: a SkillRepository reports the
-// kstatus conditions of Skill, Agent and CommandPolicy, with SkillsFailed
-// where they say ValidationFailed, so its check must say what theirs says.
-// Both scripts are run on the test objects of all four kinds, the reason
-// renamed for the other script; a fix to one that misses the other fails
-// here.
-func TestSkillRepositoryCheckFollowsTheShared(t *testing.T) {
-	root := testenv.RepoRoot()
-	shared, err := os.ReadFile(filepath.Join(KindDir(root, "Skill"), ScriptFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := os.ReadFile(filepath.Join(KindDir(root, "SkillRepository"), ScriptFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	compared, total := 0, 0
-	for _, kind := range []string{"Skill", "Agent", "CommandPolicy", "SkillRepository"} {
-		dir := KindDir(root, kind)
-		for _, path := range testdataFiles(t, dir) {
-			total++
-			t.Run(kind+"/"+path, func(t *testing.T) {
-				obj, err := ReadObject(filepath.Join(dir, path))
-				if err != nil {
-					t.Fatal(err)
-				}
-				sharedObj, ownObj := obj.Object, withReason(t, obj, validationFailed, skillsFailed)
-				if kind == "SkillRepository" {
-					sharedObj, ownObj = withReason(t, obj, skillsFailed, validationFailed), obj.Object
-				}
-				want, err := Check(context.Background(), shared, sharedObj)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := Check(context.Background(), own, ownObj)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != want {
-					t.Errorf("SkillRepository check: %s: %q\nshared check:      %s: %q", got.Status, got.Message, want.Status, want.Message)
-				}
-				compared++
-			})
-		}
-	}
-	if compared != total {
-		t.Errorf("%d of %d test objects compared", compared, total)
-	}
-}
+// skillsFailed is a SkillRepository's reason for a revision whose skill
+// folders it cannot serve.
+const skillsFailed = "SkillsFailed"
 
 // TestSkillRepositoryTestdataAgreesWithKstatus: for every SkillRepository
 // test object, the Argo CD check and kstatus agree (healthOf), but where

@@ -1,13 +1,15 @@
--- Argo CD health of a kubeskills.io Skill, Agent or CommandPolicy, read
--- from the kstatus conditions the operator writes: Ready, and the
--- abnormal-true Reconciling and Stalled.
+-- Argo CD health of a kubeskills.io Skill, Agent, CommandPolicy or
+-- SkillRepository, read from the kstatus conditions the operator writes:
+-- Ready, and the abnormal-true Reconciling and Stalled.
 --
 --   Progressing  Reconciling is True, or the operator has not yet observed
 --                the latest generation (status.observedGeneration), or
 --                there is no Ready condition yet.
 --   Degraded     Stalled is True, or Ready is False with reason
---                ValidationFailed: the object must change before it can
---                be served.
+--                ValidationFailed (the object must change before it can
+--                be served) or SkillsFailed (skill folders of a
+--                SkillRepository's revision are not served as committed
+--                until a new revision).
 --   Healthy      Ready is True for the latest generation.
 local hs = {}
 
@@ -59,7 +61,7 @@ if isTrue(stalled) then
   return hs
 end
 
-if ready ~= nil and ready.status == "False" and ready.reason == "ValidationFailed" then
+if ready ~= nil and ready.status == "False" and (ready.reason == "ValidationFailed" or ready.reason == "SkillsFailed") then
   hs.status = "Degraded"
   hs.message = ready.message
   return hs

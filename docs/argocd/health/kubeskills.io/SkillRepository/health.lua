@@ -1,20 +1,16 @@
--- Argo CD health of a kubeskills.io SkillRepository, read from the kstatus
--- conditions the operator writes: Ready, and the abnormal-true Reconciling
--- and Stalled. It is the check of Skill, Agent and CommandPolicy, with the
--- SkillRepository's reason for a commit that must change.
+-- Argo CD health of a kubeskills.io Skill, Agent, CommandPolicy or
+-- SkillRepository, read from the kstatus conditions the operator writes:
+-- Ready, and the abnormal-true Reconciling and Stalled.
 --
---   Progressing  Reconciling is True: the source is missing or has no
---                artifact yet (SourceNotReady), or the artifact cannot be
---                fetched or verified (ArtifactFailed), and the operator
---                retries; or the operator has not yet observed the latest
---                generation (status.observedGeneration); or there is no
---                Ready condition yet.
+--   Progressing  Reconciling is True, or the operator has not yet observed
+--                the latest generation (status.observedGeneration), or
+--                there is no Ready condition yet.
 --   Degraded     Stalled is True, or Ready is False with reason
---                SkillsFailed: some skill folders of the revision are not
---                served as committed (status.problems), and stay so until
---                a new revision or a change to the SkillRepository.
---   Healthy      Ready is True for the latest generation: every skill
---                folder of status.revision is applied.
+--                ValidationFailed (the object must change before it can
+--                be served) or SkillsFailed (skill folders of a
+--                SkillRepository's revision are not served as committed
+--                until a new revision).
+--   Healthy      Ready is True for the latest generation.
 local hs = {}
 
 local function findCondition(conditions, conditionType)
@@ -65,7 +61,7 @@ if isTrue(stalled) then
   return hs
 end
 
-if ready ~= nil and ready.status == "False" and ready.reason == "SkillsFailed" then
+if ready ~= nil and ready.status == "False" and (ready.reason == "ValidationFailed" or ready.reason == "SkillsFailed") then
   hs.status = "Degraded"
   hs.message = ready.message
   return hs
