@@ -183,8 +183,8 @@ func TestDoctorPassesOnACorrectInstall(t *testing.T) {
 		t.Errorf("the doctor does not warn that the canary was skipped:\n%s", res.Stderr)
 	}
 	want := []string{
-		"ok   crds: skills, agents, commandpolicies, commandruns of kubeskills.io are Established",
-		"ok   admission: kubeskills-agent-references, kubeskills-commandpolicy-identity, kubeskills-commandrun-agent, kubeskills-commandrun-identity, kubeskills-commandrun-records, kubeskills-sandbox-jobs, kubeskills-skill-sources, kubeskills-warm-sandboxes are installed, each bound with Deny",
+		"ok   crds: skills, skillrepositories, agents, commandpolicies, commandruns of kubeskills.io are Established",
+		"ok   admission: kubeskills-agent-references, kubeskills-commandpolicy-identity, kubeskills-commandrun-agent, kubeskills-commandrun-identity, kubeskills-commandrun-records, kubeskills-sandbox-jobs, kubeskills-skill-repositories, kubeskills-skill-sources, kubeskills-warm-sandboxes are installed, each bound with Deny",
 		"ok   operator: Deployment kubeskills-system/kubeskills is Available (1/1 ready)",
 		"ok   agent-rbac: the ServiceAccounts of the 2 Agents in " + ns + " may file and follow CommandRuns and nothing more",
 		"ok   netpol: no NetworkPolicy of " + ns + " opens sandbox pods beyond their fence",

@@ -22,7 +22,7 @@ import (
 )
 
 // kubeskillsKinds are the plural names of the CRDs the operator serves.
-var kubeskillsKinds = []string{"skills", "agents", "commandpolicies", "commandruns"}
+var kubeskillsKinds = []string{"skills", "skillrepositories", "agents", "commandpolicies", "commandruns"}
 
 // admissionPolicies are the ValidatingAdmissionPolicies of config/admission
 // (and of the chart), each bound by a binding of the same name.
@@ -33,6 +33,7 @@ var admissionPolicies = []string{
 	"kubeskills-commandrun-identity",
 	"kubeskills-commandrun-records",
 	"kubeskills-sandbox-jobs",
+	"kubeskills-skill-repositories",
 	"kubeskills-skill-sources",
 	"kubeskills-warm-sandboxes",
 }
