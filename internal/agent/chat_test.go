@@ -229,7 +229,7 @@ func TestCatalogReloadsReachTheModel(t *testing.T) {
 	g.Expect(system).To(HavePrefix("Second instructions."))
 	g.Expect(system).To(ContainSubstring("Plan a Kubernetes minor upgrade."))
 
-	g.Expect(os.WriteFile(filepath.Join(base, "catalog", "0", catalog.CatalogKey), []byte("{broken"), 0o644)).To(Succeed())
+	writeKeys(t, filepath.Join(base, "catalog", "0"), map[string][]byte{catalog.CatalogKey: []byte("{broken")})
 	reader := metricsToken(t)
 	g.Eventually(func() string { _, body := f.do(t, http.MethodGet, "/metrics", reader, nil); return string(body) },
 		timeout, interval).Should(ContainSubstring(`kubeskills_agent_catalog_reloads_total{result="failed"} 1`))

@@ -21,6 +21,7 @@ import (
 	"github.com/kubeskills/kubeskills/internal/agent"
 	"github.com/kubeskills/kubeskills/internal/agent/modeltest"
 	"github.com/kubeskills/kubeskills/internal/catalog"
+	"github.com/kubeskills/kubeskills/internal/kubeletfs"
 	"github.com/kubeskills/kubeskills/internal/manager"
 	"github.com/kubeskills/kubeskills/internal/operatortest"
 	"github.com/kubeskills/kubeskills/internal/skill"
@@ -146,16 +147,12 @@ func writeCatalog(t *testing.T, dir string, c *catalog.Catalog) {
 	}
 }
 
+// writeKeys writes keys into dir as the kubelet updates a ConfigMap
+// volume, in one atomic swap: a catalog watcher never reads half of an
+// update.
 func writeKeys(t *testing.T, dir string, keys map[string][]byte) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range keys {
-		if err := os.WriteFile(filepath.Join(dir, k), v, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kubeletfs.MountConfigMap(t, dir, keys)
 }
 
 // fixture is a runtime serving its API on loopback, talking to a scripted
