@@ -116,7 +116,10 @@ func (r *SkillRepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("skillrepository").
 		For(&skillsv1.SkillRepository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&skillsv1.Skill{})
+		// A Skill edited, annotated or deleted by hand is put back; its
+		// status changes ask for nothing.
+		Owns(&skillsv1.Skill{}, builder.WithPredicates(
+			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})))
 	if r.SourcesServed {
 		for _, k := range fluxSourceKinds {
 			src := &unstructured.Unstructured{}

@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -300,6 +301,16 @@ func TestSkillRepositoryFollowsItsSource(t *testing.T) {
 		waitRepo(t, repo, readyWith(metav1.ConditionTrue, skillsv1.ReconciledReason, r))
 		g.Eventually(func(g Gomega) {
 			g.Expect(getSkill(g, ns, "dns-debug").Spec.Instructions).To(ContainSubstring("resolv.conf"))
+		}, timeout, interval).Should(Succeed())
+	})
+
+	t.Run("hand edit undone", func(t *testing.T) {
+		g := NewWithT(t)
+		s := getSkill(g, ns, "incident-summary")
+		want := s.Spec.Description
+		g.Expect(k8s.Patch(ctx, s, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"description":"Edited by hand."}}`)))).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(getSkill(g, ns, "incident-summary").Spec.Description).To(Equal(want))
 		}, timeout, interval).Should(Succeed())
 	})
 
