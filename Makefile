@@ -56,7 +56,7 @@ envtest: ## Build kube-apiserver, etcd and kubectl for tests into bin/k8s/ (cach
 	@hack/build-k8s.sh kube-apiserver etcd kubectl >/dev/null
 
 .PHONY: flux-crds
-flux-crds: ## Fetch Flux's source-controller CRDs for tests into bin/flux/ (Go module proxy, cached; version pinned in hack/flux-crds.sh).
+flux-crds: ## Fetch Flux's source- and kustomize-controller CRDs for tests into bin/flux/crds (Go module proxy, cached; versions pinned in hack/flux/go.mod).
 	@hack/flux-crds.sh >/dev/null
 
 .PHONY: test-tools
@@ -129,7 +129,7 @@ helm-test: envtest flux-crds helm ## Test the charts: lint, render, server-side 
 ##@ Local cluster and end-to-end tests
 
 .PHONY: images
-images: ## Build the image tarballs (operator, toolbox, model server, pause) into bin/images/ without a registry.
+images: ## Build the image tarballs (operator, toolbox, model server, pause, Flux) into bin/images/ without a registry.
 	hack/images/build.sh $(LOCALBIN)/images
 
 .PHONY: cluster-up
@@ -153,7 +153,7 @@ E2E_FLAGS ?=
 export E2E_LATENCY_RUNS
 
 .PHONY: e2e
-e2e: helm test-tools ## Run the end-to-end tests on a fresh local cluster, then tear it down and check nothing is left.
+e2e: helm flux-crds test-tools ## Run the end-to-end tests on a fresh local cluster, then tear it down and check nothing is left.
 	hack/cluster/down.sh
 	hack/cluster/up.sh
 	go test -tags e2e -count=1 -timeout 40m -v -run '^TestEndToEnd$$' $(E2E_FLAGS) ./test/e2e/; rc=$$?; hack/cluster/down.sh; exit $$rc

@@ -13,6 +13,9 @@
 #   OUT_DIR/otelcol.tar      docker.io/kubeskills/otelcol:dev
 #     (the OpenTelemetry Collector of the end-to-end tests' traces, built
 #     from hack/otelcol, its own module with the Collector's versions)
+#   OUT_DIR/flux.tar         docker.io/kubeskills/flux:dev
+#     (Flux's source-controller and kustomize-controller, built from
+#     hack/flux, the module that pins them)
 #   OUT_DIR/skill-cost-report.tar  docker.io/kubeskills/skill-cost-report:dev
 #     (the files of config/samples/skills/cost-report at the image's root:
 #     a Skill's spec.bundle.image, mounted as an image volume)
@@ -43,6 +46,8 @@ flags=(-trimpath -buildvcs=false -ldflags "-s -w")
 cd "$root/hack/images"
 go build "${flags[@]}" -o "$out/bin/" ./pause
 (cd "$root/hack/otelcol" && go build "${flags[@]}" -o "$out/bin/" .)
+(cd "$root/hack/flux" && go build "${flags[@]}" -o "$out/bin/" \
+	github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller)
 go build -o "$out/tools/images" .
 k8s=$("$root/hack/build-k8s.sh" kubectl)
 addons=$("$root/hack/build-addons.sh" gojq coredns)

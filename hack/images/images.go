@@ -41,6 +41,10 @@ const (
 	// CollectorImage is the OpenTelemetry Collector the end-to-end tests
 	// send traces to (hack/otelcol): an OTLP receiver and a file exporter.
 	CollectorImage = "docker.io/kubeskills/otelcol:dev"
+	// FluxImage holds Flux's source-controller and kustomize-controller
+	// (hack/flux), which sync a skill repository in the end-to-end tests;
+	// each Deployment names the one it runs.
+	FluxImage = "docker.io/kubeskills/flux:dev"
 	// SkillBundleImage serves a skill's files from an image (a Skill's
 	// spec.bundle.image): the files of the sample skill cost-report at its
 	// root, as `FROM scratch` and `COPY . /` in the skill folder make it.
@@ -60,6 +64,9 @@ const (
 // /usr/local/bin.
 var kubeskillsBinaries = []string{"manager", "agent", "runner", "kubectl-skills"}
 
+// fluxBinaries are the binaries of the Flux image, in /usr/local/bin.
+var fluxBinaries = []string{"source-controller", "kustomize-controller"}
+
 const envPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // caBundle is where Debian's ca-certificates keeps the bundle, and where
@@ -73,7 +80,8 @@ const staticAdvice = "build it static, with CGO_ENABLED=0, as hack/images/build.
 // inputs are the host files the images are made from.
 type inputs struct {
 	// bin holds the static binaries manager, agent, runner,
-	// kubectl-skills, modelserver, otelcol and pause.
+	// kubectl-skills, modelserver, otelcol, source-controller,
+	// kustomize-controller and pause.
 	bin string
 	// busybox gives the toolbox its small tools and /bin/sh.
 	busybox string
@@ -113,10 +121,15 @@ type spec struct {
 // describe an image that cannot run.
 func specs(in inputs) ([]spec, error) {
 	base := baseLayer()
-	bins := newLayer()
-	for _, b := range kubeskillsBinaries {
-		if err := bins.addPrograms(in.libDirs, program{"usr/local/bin/" + b, filepath.Join(in.bin, b), staticAdvice}); err != nil {
-			return nil, err
+	bins, flux := newLayer(), newLayer()
+	for _, set := range []struct {
+		l    *layer
+		bins []string
+	}{{bins, kubeskillsBinaries}, {flux, fluxBinaries}} {
+		for _, b := range set.bins {
+			if err := set.l.addPrograms(in.libDirs, program{"usr/local/bin/" + b, filepath.Join(in.bin, b), staticAdvice}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	box, tools, err := toolboxLayers(in)
@@ -181,6 +194,12 @@ func specs(in inputs) ([]spec, error) {
 			file: "otelcol.tar", ref: CollectorImage,
 			layers: []*layer{base, collector}, history: []string{"base", "otelcol"},
 			config: v1.Config{User: user, Entrypoint: []string{"/usr/local/bin/otelcol"}, Env: []string{envPath}, WorkingDir: "/"},
+		},
+		{
+			// No entrypoint: each Deployment runs one of the controllers.
+			file: "flux.tar", ref: FluxImage,
+			layers: []*layer{base, flux}, history: []string{"base", "Flux source-controller and kustomize-controller"},
+			config: v1.Config{User: user, Env: []string{envPath}, WorkingDir: "/"},
 		},
 		{
 			// Data only: no base, nothing to run; pods mount it as an image

@@ -49,7 +49,7 @@ func writeStaticELF(t *testing.T, p, payload string) {
 func dummies(t *testing.T) inputs {
 	t.Helper()
 	bin, tools := t.TempDir(), t.TempDir()
-	for _, b := range append(slices.Clone(kubeskillsBinaries), "modelserver", "otelcol", "pause") {
+	for _, b := range append(slices.Concat(kubeskillsBinaries, fluxBinaries), "modelserver", "otelcol", "pause") {
 		writeStaticELF(t, filepath.Join(bin, b), "binary "+b+"\n")
 	}
 	in := inputs{
@@ -181,6 +181,9 @@ func TestImages(t *testing.T) {
 		}},
 		{CollectorImage, "otelcol.tar", "65532:65532", []string{"/usr/local/bin/otelcol"}, map[string]string{
 			"/usr/local/bin/otelcol": "otelcol",
+		}},
+		{FluxImage, "flux.tar", "65532:65532", nil, map[string]string{
+			"/usr/local/bin/source-controller": "source-controller", "/usr/local/bin/kustomize-controller": "kustomize-controller",
 		}},
 	} {
 		t.Run(c.file, func(t *testing.T) {

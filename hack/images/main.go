@@ -6,7 +6,8 @@
 //	go run . -bin BIN_DIR -out OUT_DIR
 //
 // BIN_DIR holds static binaries: manager, agent, runner, kubectl-skills,
-// modelserver, otelcol and pause (see build.sh, which builds them and the tools and
+// modelserver, otelcol, source-controller, kustomize-controller and pause
+// (see build.sh, which builds them and the tools and
 // runs this). The images, with fully normalized names:
 //
 //	kubeskills.tar   docker.io/kubeskills/kubeskills:dev   the four kubeskills binaries in /usr/local/bin, entrypoint manager
@@ -15,6 +16,7 @@
 //	modelserver.tar  docker.io/kubeskills/modelserver:dev  the scripted model server, entrypoint modelserver
 //	coredns.tar      docker.io/kubeskills/coredns:dev      the local cluster's DNS, entrypoint coredns
 //	otelcol.tar      docker.io/kubeskills/otelcol:dev      the OpenTelemetry Collector of the end-to-end tests, entrypoint otelcol
+//	flux.tar         docker.io/kubeskills/flux:dev         Flux's source-controller and kustomize-controller in /usr/local/bin, no entrypoint
 //	skill-cost-report.tar
 //	                 docker.io/kubeskills/skill-cost-report:dev
 //	                 the files of a skill folder (-skill) at its root, for a Skill's spec.bundle.image
@@ -38,7 +40,7 @@ import (
 func main() {
 	var in inputs
 	out := flag.String("out", "", "folder the tarballs are written to")
-	flag.StringVar(&in.bin, "bin", "", "folder holding the static binaries manager, agent, runner, kubectl-skills, modelserver, otelcol and pause")
+	flag.StringVar(&in.bin, "bin", "", "folder holding the static binaries manager, agent, runner, kubectl-skills, modelserver, otelcol, source-controller, kustomize-controller and pause")
 	flag.StringVar(&in.busybox, "busybox", "/bin/busybox", "busybox (Debian's busybox-static)")
 	flag.StringVar(&in.bash, "bash", "/bin/bash", "bash, with its libraries")
 	flag.StringVar(&in.curl, "curl", "/usr/bin/curl", "curl, with its libraries")

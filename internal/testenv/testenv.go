@@ -2,9 +2,9 @@
 // envtest) with the kubeskills CRDs installed, once per test package.
 //
 // The binaries come from bin/k8s/<version>/, built by `make envtest` from the
-// Go module proxy. KUBEBUILDER_ASSETS, when set, takes precedence. Flux's
-// source-controller CRDs (source.toolkit.fluxcd.io) are installed too, from
-// bin/flux/source-controller/<version>/crds/, fetched by `make flux-crds`.
+// Go module proxy. KUBEBUILDER_ASSETS, when set, takes precedence. The CRDs
+// of the Flux sources a SkillRepository reads (source.toolkit.fluxcd.io) are
+// installed too, from bin/flux/crds/, fetched by `make flux-crds`.
 package testenv
 
 import (
@@ -72,13 +72,13 @@ func RepoRoot() string {
 }
 
 // Start starts the control plane and installs the CRDs of config/crd/bases
-// and Flux's source-controller CRDs (FluxCRDDir).
+// and the CRDs of Flux's sources (FluxSourceCRDs).
 func Start() (*Env, error) {
 	assets, err := assetsDir()
 	if err != nil {
 		return nil, err
 	}
-	flux, err := FluxCRDDir()
+	flux, err := FluxSourceCRDs()
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func Start() (*Env, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases"), flux},
+		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, flux...),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
@@ -161,25 +161,21 @@ func assetsDir() (string, error) {
 	return dir, nil
 }
 
-// FluxCRDDir finds the directory of Flux's source-controller CRDs
-// (GitRepository, OCIRepository, Bucket) that hack/flux-crds.sh fetches from
-// the Go module proxy: bin/flux/source-controller/<version>/crds. The
-// version is pinned in the script alone, which links only that version into
-// bin/, so exactly one directory matches.
-func FluxCRDDir() (string, error) {
-	pattern := filepath.Join(RepoRoot(), "bin", "flux", "source-controller", "*", "crds")
-	dirs, err := filepath.Glob(pattern)
-	if err != nil {
-		return "", err
+// FluxSourceCRDs are the files of the CRDs of the Flux sources a
+// SkillRepository reads (GitRepository, OCIRepository, Bucket), which
+// hack/flux-crds.sh fetches from the Go module proxy into bin/flux/crds at
+// the versions hack/flux/go.mod pins.
+func FluxSourceCRDs() ([]string, error) {
+	dir := filepath.Join(RepoRoot(), "bin", "flux", "crds")
+	var files []string
+	for _, kind := range []string{"gitrepositories", "ocirepositories", "buckets"} {
+		f := filepath.Join(dir, "source.toolkit.fluxcd.io_"+kind+".yaml")
+		if _, err := os.Stat(f); err != nil {
+			return nil, fmt.Errorf("no Flux source CRDs in %s: run 'make flux-crds' to fetch them: %w", dir, err)
+		}
+		files = append(files, f)
 	}
-	switch len(dirs) {
-	case 0:
-		return "", fmt.Errorf("no Flux source-controller CRDs in %s: run 'make flux-crds' to fetch them", pattern)
-	case 1:
-		return dirs[0], nil
-	default:
-		return "", fmt.Errorf("several Flux source-controller CRD directories %v: run 'make flux-crds' to keep only the pinned one", dirs)
-	}
+	return files, nil
 }
 
 // KubernetesVersion reads the version of k8s.io/kubernetes that
