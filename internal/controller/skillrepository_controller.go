@@ -161,7 +161,7 @@ func (r *SkillRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		return ctrl.Result{}, nil
 	}
 	before := repo.DeepCopy()
-	res, err := r.reconcile(ctx, repo)
+	res, err := r.reconcile(ctx, before, repo)
 	if c, ok := becameStalled(before.Status.Conditions, repo.Status.Conditions); ok {
 		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, c.Reason, "Apply", "%s", eventNote(c.Message))
 	}
@@ -172,8 +172,9 @@ func (r *SkillRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 }
 
 // reconcile does one pass and sets repo's status; it returns only errors
-// worth a retry with backoff.
-func (r *SkillRepositoryReconciler) reconcile(ctx context.Context, repo *skillsv1.SkillRepository) (ctrl.Result, error) {
+// worth a retry with backoff. A status it writes on the way becomes
+// before.
+func (r *SkillRepositoryReconciler) reconcile(ctx context.Context, before, repo *skillsv1.SkillRepository) (ctrl.Result, error) {
 	now := time.Now()
 	gen := repo.Generation
 	art, msg := r.artifact(ctx, repo)
@@ -187,6 +188,17 @@ func (r *SkillRepositoryReconciler) reconcile(ctx context.Context, repo *skillsv
 		return ctrl.Result{RequeueAfter: repoRetry}, nil
 	}
 	repo.Status.LastAttemptedRevision = art.revision
+	if art.digest != repo.Status.Digest && !apimeta.IsStatusConditionTrue(repo.Status.Conditions, skillsv1.ReconcilingCondition) {
+		// A new revision: say so before any Skill changes, so that kstatus
+		// readers (a Flux Kustomization's health check, Argo CD) see the
+		// repository in progress, not Ready at the revision before it.
+		markReconciling(&repo.Status.Conditions, gen, skillsv1.ProgressingReason,
+			fmt.Sprintf("Applying revision %s; the Skills of revision %q are served until then", art.revision, repo.Status.Revision), now)
+		if err := patchStatus(ctx, r.Client, before, repo, before.Status, repo.Status); err != nil {
+			return ctrl.Result{}, err
+		}
+		repo.DeepCopyInto(before)
+	}
 	folders, err := r.folders(ctx, repo, art)
 	if err != nil {
 		msg := fmt.Sprintf("Revision %s of %s %s: %v; the Skills of revision %q are kept",

@@ -295,6 +295,14 @@ func TestSkillRepositoryFollowsItsSource(t *testing.T) {
 
 	t.Run("edit", func(t *testing.T) {
 		g := NewWithT(t)
+		// Every status the repository goes through, from here on.
+		wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+		g.Expect(err).NotTo(HaveOccurred())
+		w, err := wc.Watch(ctx, &skillsv1.SkillRepositoryList{}, client.InNamespace(ns),
+			client.MatchingFields{"metadata.name": repo.Name})
+		g.Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+
 		md := skillMD(entries, "dns-debug") + "\nAlso check the node's resolv.conf.\n"
 		entries = replaced(entries, "skills/dns-debug/SKILL.md", &tarEntry{name: "skills/dns-debug/SKILL.md", body: md})
 		r := revision(entries)
@@ -302,6 +310,24 @@ func TestSkillRepositoryFollowsItsSource(t *testing.T) {
 		g.Eventually(func(g Gomega) {
 			g.Expect(getSkill(g, ns, "dns-debug").Spec.Instructions).To(ContainSubstring("resolv.conf"))
 		}, timeout, interval).Should(Succeed())
+
+		// Before the new revision was applied, the repository said it was
+		// in progress: a kstatus reader never takes the revision before
+		// for this one.
+		var seen []string
+		for ev := range w.ResultChan() {
+			got, ok := ev.Object.(*skillsv1.SkillRepository)
+			if !ok {
+				continue
+			}
+			if c := condition(got.Status.Conditions, skillsv1.ReconcilingCondition); c != nil && c.Status == metav1.ConditionTrue {
+				seen = append(seen, c.Reason+" "+got.Status.LastAttemptedRevision+" serving "+got.Status.Revision)
+			}
+			if got.Status.Revision == r {
+				break
+			}
+		}
+		g.Expect(seen).To(Equal([]string{skillsv1.ProgressingReason + " " + r + " serving main@sha1:1"}))
 	})
 
 	t.Run("hand edit undone", func(t *testing.T) {
