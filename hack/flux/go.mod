@@ -19,6 +19,13 @@ tool (
 )
 
 require (
+	github.com/fluxcd/pkg/apis/kustomize v1.19.1
+	github.com/fluxcd/pkg/runtime v0.110.1
+	k8s.io/apimachinery v0.36.2
+	sigs.k8s.io/yaml v1.6.0
+)
+
+require (
 	cel.dev/expr v0.25.2 // indirect
 	cloud.google.com/go v0.123.0 // indirect
 	cloud.google.com/go/auth v0.20.0 // indirect
@@ -139,7 +146,6 @@ require (
 	github.com/fluxcd/kustomize-controller/api v1.9.3 // indirect
 	github.com/fluxcd/pkg/apis/acl v0.10.0 // indirect
 	github.com/fluxcd/pkg/apis/event v0.27.1 // indirect
-	github.com/fluxcd/pkg/apis/kustomize v1.19.1 // indirect
 	github.com/fluxcd/pkg/apis/meta v1.30.1 // indirect
 	github.com/fluxcd/pkg/artifact v0.18.1 // indirect
 	github.com/fluxcd/pkg/auth v0.54.1 // indirect
@@ -152,7 +158,6 @@ require (
 	github.com/fluxcd/pkg/lockedfile v0.8.0 // indirect
 	github.com/fluxcd/pkg/masktoken v0.9.0 // indirect
 	github.com/fluxcd/pkg/oci v0.68.0 // indirect
-	github.com/fluxcd/pkg/runtime v0.110.1 // indirect
 	github.com/fluxcd/pkg/sourceignore v0.18.0 // indirect
 	github.com/fluxcd/pkg/ssa v0.76.1 // indirect
 	github.com/fluxcd/pkg/ssh v0.25.0 // indirect
@@ -379,7 +384,6 @@ require (
 	helm.sh/helm/v4 v4.2.2 // indirect
 	k8s.io/api v0.36.2 // indirect
 	k8s.io/apiextensions-apiserver v0.36.2 // indirect
-	k8s.io/apimachinery v0.36.2 // indirect
 	k8s.io/cli-runtime v0.36.2 // indirect
 	k8s.io/client-go v0.36.2 // indirect
 	k8s.io/component-base v0.36.2 // indirect
@@ -395,5 +399,4 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/release-utils v0.12.4 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.0 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )

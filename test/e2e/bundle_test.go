@@ -133,21 +133,28 @@ func imageVolumes(volumes []corev1.Volume) []string {
 // runningAgentPod is the one running pod of an agent.
 func runningAgentPod(t *testing.T, agent string) corev1.Pod {
 	t.Helper()
-	var pods corev1.PodList
-	if err := c.client.List(context.Background(), &pods, client.InNamespace(ns),
-		client.MatchingLabels{"app.kubernetes.io/name": "kubeskills-agent", sandbox.LabelAgent: agent}); err != nil {
-		t.Fatal(err)
-	}
-	var running []corev1.Pod
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-			running = append(running, p)
+	return runningAgentPodIn(t, ns, agent)
+}
+
+// runningAgentPodIn is an agent's one running pod in a namespace, once
+// there is exactly one (a rollout may be ending).
+func runningAgentPodIn(t *testing.T, namespace, agent string) corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	NewWithT(t).Eventually(func(g Gomega) {
+		var pods corev1.PodList
+		g.Expect(c.client.List(context.Background(), &pods, client.InNamespace(namespace),
+			client.MatchingLabels{"app.kubernetes.io/name": "kubeskills-agent", sandbox.LabelAgent: agent})).To(Succeed())
+		var running []corev1.Pod
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				running = append(running, p)
+			}
 		}
-	}
-	if len(running) != 1 {
-		t.Fatalf("want one running pod of agent %s, have %d of %d", agent, len(running), len(pods.Items))
-	}
-	return running[0]
+		g.Expect(running).To(HaveLen(1), "running pods of agent %s of %d", agent, len(pods.Items))
+		pod = running[0]
+	}, time.Minute, 250*time.Millisecond).Should(Succeed())
+	return pod
 }
 
 // chatWith asks an agent, whose one model is named after it, one question

@@ -131,6 +131,8 @@ func TestEndToEnd(t *testing.T) {
 		{"15 the doctor passes and finds an allow-all egress policy", doctorFindsAnOpenFence},
 		{"16 a skill served from an image runs in the sandbox", skillFromImage},
 		{"16b a command runs under a policy at the CRD's limit", policyAtTheLimit},
+		{"16c Flux syncs a repository of plain skill folders: six transitions", gitOpsWithFlux},
+		{"16d Argo CD's plugin renders the repository and its Skills apply", argoCDPluginApplies},
 		{"17 chaos: faults while commands run (short form)", chaosShort},
 		{"18 the doctor finds a stopped enforcer", doctorFindsAStoppedEnforcer},
 	}
