@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,11 +21,15 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/skillapi"
@@ -44,6 +49,10 @@ const indexRepoSource = "spec.sourceRef"
 // repoRetry is how soon a repository whose source or artifact failed is read
 // again, besides the source's own changes.
 const repoRetry = 30 * time.Second
+
+// sourcePoll is how often the operator asks whether the Flux source kinds
+// are served, while they are not.
+const sourcePoll = 10 * time.Second
 
 // maxRepoProblems bounds the folders status.problems lists.
 const maxRepoProblems = 64
@@ -65,9 +74,11 @@ type SkillRepositoryReconciler struct {
 	Limits skillrepo.Limits
 	// TempDir is where artifacts are unpacked; os.TempDir() when empty.
 	TempDir string
-	// SourcesServed tells whether the Flux source kinds are served: they are
-	// watched only then, and otherwise read again every repoRetry.
-	SourcesServed bool
+	// watching tells whether the Flux source kinds are watched: from the
+	// start when they are served then, else from when they come to be
+	// (awaitSources). Until then a repository is read again every
+	// repoRetry.
+	watching atomic.Bool
 
 	mu   sync.Mutex
 	read map[types.NamespacedName]readArtifact
@@ -120,14 +131,49 @@ func (r *SkillRepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// status changes ask for nothing.
 		Owns(&skillsv1.Skill{}, builder.WithPredicates(
 			predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})))
-	if r.SourcesServed {
-		for _, k := range fluxSourceKinds {
-			src := &unstructured.Unstructured{}
-			src.SetGroupVersionKind(FluxSourceGVK(k))
-			b = b.Watches(src, handler.EnqueueRequestsFromMapFunc(r.readersOf(k)))
+	c, err := b.Build(r)
+	if err != nil {
+		return err
+	}
+	if FluxSourcesServed(mgr.GetRESTMapper()) {
+		return r.watchSources(mgr.GetCache(), c)
+	}
+	mgr.GetLogger().Info("Flux's source kinds are not served: SkillRepositories wait for them, and the operator watches them once Flux is installed")
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		return r.awaitSources(ctx, mgr.GetRESTMapper(), mgr.GetCache(), c)
+	}))
+}
+
+// watchSources watches the Flux source kinds.
+func (r *SkillRepositoryReconciler) watchSources(informers cache.Cache, c controller.Controller) error {
+	for _, k := range fluxSourceKinds {
+		src := &unstructured.Unstructured{}
+		src.SetGroupVersionKind(FluxSourceGVK(k))
+		if err := c.Watch(source.Kind[client.Object](informers, src, handler.EnqueueRequestsFromMapFunc(r.readersOf(k)))); err != nil {
+			return fmt.Errorf("failed to watch %s: %w", k, err)
 		}
 	}
-	return b.Complete(r)
+	r.watching.Store(true)
+	return nil
+}
+
+// awaitSources watches the Flux source kinds as soon as the API server
+// serves them, so that Flux installed after the operator needs no restart.
+// It asks every sourcePoll, with one discovery request.
+func (r *SkillRepositoryReconciler) awaitSources(ctx context.Context, mapper apimeta.RESTMapper, informers cache.Cache, c controller.Controller) error {
+	t := time.NewTicker(sourcePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if FluxSourcesServed(mapper) {
+			log.FromContext(ctx).Info("Flux's source kinds are served: watching them")
+			return r.watchSources(informers, c)
+		}
+	}
 }
 
 // readersOf maps a source of kind k to the repositories that read it.
@@ -182,7 +228,7 @@ func (r *SkillRepositoryReconciler) reconcile(ctx context.Context, before, repo 
 		markReconciling(&repo.Status.Conditions, gen, skillsv1.SourceNotReadyReason, msg, now)
 		setCondition(&repo.Status.Conditions, gen, skillsv1.ReadyCondition, metav1.ConditionFalse, skillsv1.SourceNotReadyReason, msg, now)
 		repo.Status.ObservedGeneration = gen
-		if r.SourcesServed {
+		if r.watching.Load() {
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{RequeueAfter: repoRetry}, nil
@@ -259,8 +305,8 @@ func (r *SkillRepositoryReconciler) artifact(ctx context.Context, repo *skillsv1
 	src.SetGroupVersionKind(FluxSourceGVK(ref.Kind))
 	err := r.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: ref.Name}, src)
 	switch {
-	case apimeta.IsNoMatchError(err) || (err == nil && !r.SourcesServed):
-		return nil, fmt.Sprintf("%s.%s is not served here: install Flux's source-controller, then restart the operator", ref.Kind, skillsv1.FluxSourceGroup)
+	case apimeta.IsNoMatchError(err) || (err == nil && !r.watching.Load()):
+		return nil, fmt.Sprintf("%s.%s is not served here: install Flux's source-controller; the operator watches it within %s", ref.Kind, skillsv1.FluxSourceGroup, sourcePoll)
 	case apierrors.IsNotFound(err):
 		return nil, fmt.Sprintf("%s %s not found", ref.Kind, ref.Name)
 	case err != nil:
@@ -324,10 +370,10 @@ func (r *SkillRepositoryReconciler) applyFolders(ctx context.Context, repo *skil
 		}
 	}
 	for _, f := range folders {
-		// A skill is named after its folder (the Agent Skills format).
-		name := path.Base(f.Path)
-		if f.Path == "." {
-			name = path.Base(repo.Spec.Path)
+		name := folderSkillName(repo, f)
+		if name == "" {
+			fail(f.Path, "", fmt.Sprintf("folder %s: %v; no earlier version is served", f.Path, f.Err))
+			continue
 		}
 		if by, dup := claimed[name]; dup {
 			fail(f.Path, name, fmt.Sprintf("folder %s is also named %s: a skill's name is its folder's, and a repository holds one of each; this one is left out", by, name))
@@ -387,6 +433,26 @@ func (r *SkillRepositoryReconciler) applyFolders(ctx context.Context, repo *skil
 		}
 	}
 	return kept, problems, nil
+}
+
+// folderSkillName is the name of the Skill of folder f: the folder's name
+// (the Agent Skills format). The artifact's root, when spec.path names no
+// folder and the root is itself a skill, has no name in the artifact (it is
+// the repository's): there the name is the one its SKILL.md gives, or, when
+// that cannot be read, the one the repository served last, so that its last
+// good version stays; "" when there is neither.
+func folderSkillName(repo *skillsv1.SkillRepository, f skillrepo.Folder) string {
+	name := path.Base(path.Join(repo.Spec.Path, f.Path))
+	if name != "." && name != "/" {
+		return name
+	}
+	switch {
+	case f.Skill != nil:
+		return f.Skill.Name
+	case len(repo.Status.Skills) == 1:
+		return repo.Status.Skills[0]
+	}
+	return ""
 }
 
 // foreignSkillError: a Skill of a folder's name exists and is not the

@@ -486,3 +486,41 @@ func TestSkillRepositoryWaitsForItsSource(t *testing.T) {
 	gitRepository(t, ns, "skills")
 	waitRepo(t, repo, readyWith(metav1.ConditionFalse, skillsv1.SourceNotReadyReason, "GitRepository skills has no artifact yet"))
 }
+
+// TestSkillRepositoryWhoseRootIsASkill: a repository that is one skill
+// folder, read from its root (no spec.path), makes a Skill named by its
+// SKILL.md, as the root has no folder name in the artifact; a commit that
+// breaks it keeps the last good version, and a fix serves again.
+func TestSkillRepositoryWhoseRootIsASkill(t *testing.T) {
+	g := NewWithT(t)
+	ns := namespace(t)
+	server := newArtifactServer(t)
+	src := gitRepository(t, ns, "one-skill")
+	good := []tarEntry{
+		{name: "SKILL.md", body: "---\nname: pager-triage\ndescription: Triage a page. Use it when paged.\n---\n\nRead the alert, then the runbook.\n"},
+		{name: "scripts/ack.sh", body: "#!/bin/sh\necho ack\n", mode: 0o755},
+	}
+	url, digest := server.publish(t, "main@sha1:1", good)
+	setArtifact(t, src, url, digest, "main@sha1:1")
+	repo := skillRepository(t, ns, "one-skill", "one-skill", "")
+
+	got := waitRepo(t, repo, readyWith(metav1.ConditionTrue, skillsv1.ReconciledReason, "Applied 1 Skills of revision main@sha1:1"))
+	g.Expect(got.Status.Skills).To(Equal([]string{"pager-triage"}))
+	before := waitSkillState(t, ns, "pager-triage", metav1.ConditionTrue, skillsv1.ReconciledReason)
+
+	url, digest = server.publish(t, "main@sha1:2", replaced(good, "SKILL.md", &tarEntry{name: "SKILL.md", body: "# No front matter\n"}))
+	setArtifact(t, src, url, digest, "main@sha1:2")
+	got = waitRepo(t, repo, readyWith(metav1.ConditionFalse, skillsv1.SkillsFailedReason, "revision main@sha1:2"))
+	g.Expect(got.Status.Problems).To(HaveLen(1))
+	g.Expect(got.Status.Problems[0].Path).To(Equal("."))
+	g.Expect(got.Status.Problems[0].Skill).To(Equal("pager-triage"))
+	g.Expect(got.Status.Problems[0].Message).To(ContainSubstring("the last good version is still served"))
+	g.Expect(got.Status.Skills).To(Equal([]string{"pager-triage"}))
+	s := waitSkillState(t, ns, "pager-triage", metav1.ConditionFalse, skillsv1.SourceInvalidReason)
+	g.Expect(s.Spec).To(Equal(before.Spec), "the last spec stays")
+
+	url, digest = server.publish(t, "main@sha1:3", good)
+	setArtifact(t, src, url, digest, "main@sha1:3")
+	waitRepo(t, repo, readyWith(metav1.ConditionTrue, skillsv1.ReconciledReason, "Applied 1 Skills of revision main@sha1:3"))
+	waitSkillState(t, ns, "pager-triage", metav1.ConditionTrue, skillsv1.ReconciledReason)
+}

@@ -270,14 +270,10 @@ func setupReconcilers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("failed to set up the skill source controller: %w", err)
 	}
 	repos := &controller.SkillRepositoryReconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		Recorder:      mgr.GetEventRecorder("kubeskills-skill-repository"),
-		Limits:        o.RepositoryLimits,
-		SourcesServed: controller.FluxSourcesServed(mgr.GetRESTMapper()),
-	}
-	if !repos.SourcesServed {
-		ctrl.Log.Info("Flux's source kinds are not served: SkillRepositories wait for them (restart the operator once Flux is installed)")
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder("kubeskills-skill-repository"),
+		Limits:    o.RepositoryLimits,
 	}
 	if err := repos.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("failed to set up the SkillRepository controller: %w", err)

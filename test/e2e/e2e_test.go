@@ -287,19 +287,27 @@ func installAgent(t *testing.T, s *state) {
 // returns its API once the Agent is Ready and its Deployment runs.
 func installAgentWith(t *testing.T, name, values string) agentAPI {
 	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
 	c.mustHelm(t, "upgrade", "--install", name, "charts/agent", "-n", ns, "-f", values,
 		"--set", fmt.Sprintf("model.baseURL=http://%s:8080/v1", serviceIP(t, "model")))
+	token := waitAgentReady(t, ns, name)
+	return agentAPI{url: c.portForward(t, ns, "agent-"+name, 80), token: token}
+}
+
+// waitAgentReady waits for an Agent to be Ready and its Deployment rolled
+// out, and returns its bearer token.
+func waitAgentReady(t *testing.T, namespace, name string) string {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := context.Background()
 	g.Eventually(func(g Gomega) {
 		var a skillsv1.Agent
-		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &a)).To(Succeed())
+		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &a)).To(Succeed())
 		g.Expect(apimeta.IsStatusConditionTrue(a.Status.Conditions, skillsv1.ReadyCondition)).To(BeTrue(), "%v", a.Status.Conditions)
 	}, 3*time.Minute, time.Second).Should(Succeed())
-	c.mustKubectl(t, "rollout", "status", "-n", ns, "deployment/agent-"+name, "--timeout=2m")
+	c.mustKubectl(t, "rollout", "status", "-n", namespace, "deployment/agent-"+name, "--timeout=2m")
 	var secret corev1.Secret
-	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-token"}, &secret)).To(Succeed())
-	return agentAPI{url: c.portForward(t, ns, "agent-"+name, 80), token: string(secret.Data["token"])}
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-token"}, &secret)).To(Succeed())
+	return string(secret.Data["token"])
 }
 
 // agentPod is the agent's one running pod.

@@ -50,7 +50,7 @@ const (
 // Flux's health check reports while its last good version keeps serving;
 // the revert; a folder deleted and pruned. Then five commits measure
 // commit → served, with a webhook-style reconcile request.
-func gitOpsWithFlux(t *testing.T, s *state) {
+func gitOpsWithFlux(t *testing.T, _ *state) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	installFlux(t)
@@ -100,6 +100,9 @@ func gitOpsWithFlux(t *testing.T, s *state) {
 	// keeps its last good version, and the agent keeps serving it.
 	good := repo.read(t, "skills/rollout-check/SKILL.md")
 	goodServed := agent.instructions(g, "rollout-check")
+	var sk skillsv1.Skill
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "rollout-check"}, &sk)).To(Succeed())
+	goodGeneration := sk.Generation
 	repo.write(t, "skills/rollout-check/SKILL.md", strings.Replace(good, "name: rollout-check", "name: rollout-checker", 1))
 	broken := repo.commit(t, "rollout-check: a name that is not the folder's")
 	requestReconcile(t)
@@ -115,12 +118,14 @@ func gitOpsWithFlux(t *testing.T, s *state) {
 	t.Logf("kubectl get skillrepository -o wide: %s", c.mustKubectl(t, "get", "skillrepository", "-n", teamNS, teamRepo, "-o", "wide"))
 	var repoObj skillsv1.SkillRepository
 	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: teamRepo}, &repoObj)).To(Succeed())
-	g.Expect(apimeta.IsStatusConditionTrue(repoObj.Status.Conditions, "Stalled")).To(BeTrue(), "%v", repoObj.Status.Conditions)
-	g.Expect(apimeta.FindStatusCondition(repoObj.Status.Conditions, "Ready").Reason).To(Equal("SkillsFailed"))
+	g.Expect(repoObj.Status.LastAttemptedRevision).To(Equal("main@sha1:" + broken))
+	g.Expect(apimeta.IsStatusConditionTrue(repoObj.Status.Conditions, skillsv1.StalledCondition)).To(BeTrue(), "%v", repoObj.Status.Conditions)
+	g.Expect(apimeta.FindStatusCondition(repoObj.Status.Conditions, skillsv1.ReadyCondition).Reason).To(Equal(skillsv1.SkillsFailedReason))
 	g.Expect(fmt.Sprint(repoObj.Status.Problems)).To(ContainSubstring("rollout-check"))
-	var sk skillsv1.Skill
 	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: "rollout-check"}, &sk)).To(Succeed())
-	g.Expect(apimeta.FindStatusCondition(sk.Status.Conditions, "Ready").Reason).To(Equal("SourceInvalid"))
+	g.Expect(apimeta.FindStatusCondition(sk.Status.Conditions, skillsv1.ReadyCondition).Reason).To(Equal(skillsv1.SourceInvalidReason))
+	g.Expect(sk.Generation).To(Equal(goodGeneration), "the broken folder changed the Skill's spec")
+	g.Expect(sk.Status.ServedGeneration).To(Equal(goodGeneration))
 	g.Expect(agent.instructions(g, "rollout-check")).To(Equal(goodServed), "the last good version is not served")
 	g.Expect(sess.names(t)).To(ContainElement("rollout-check"))
 	expectSamePod(t, pod)
@@ -133,6 +138,7 @@ func gitOpsWithFlux(t *testing.T, s *state) {
 	expectSynced(t, rev)
 	g.Expect(agent.instructions(g, "rollout-check")).To(Equal(goodServed))
 	sess.expectFiles(t, repo, "rollout-check")
+	expectSamePod(t, pod)
 
 	// 6. A folder is deleted: its Skill is pruned, and the catalog no
 	// longer has it. Removing a skill rolls the agent's pods (one volume
@@ -185,8 +191,9 @@ func gitOpsWithFlux(t *testing.T, s *state) {
 }
 
 // installFlux installs Flux's CRDs and its source- and kustomize-controller
-// (testdata/flux.yaml), then restarts the operator, which reads the Flux
-// source kinds it finds served when it starts (docs/gitops.md, Install).
+// (testdata/flux.yaml), into a cluster whose operator started before them:
+// it watches the Flux source kinds once they are served, with no restart
+// (docs/gitops.md, Install).
 func installFlux(t *testing.T) {
 	t.Helper()
 	c.mustKubectl(t, "apply", "--server-side", "-f", filepath.Join(c.root, "bin", "flux", "crds")+"/")
@@ -194,8 +201,6 @@ func installFlux(t *testing.T) {
 		"crd/gitrepositories.source.toolkit.fluxcd.io", "crd/kustomizations.kustomize.toolkit.fluxcd.io")
 	c.mustKubectl(t, "apply", "-f", "test/e2e/testdata/flux.yaml")
 	c.mustKubectl(t, "rollout", "status", "-n", "flux-system", "deployment/source-controller", "deployment/kustomize-controller", "--timeout=2m")
-	c.mustKubectl(t, "rollout", "restart", "-n", operatorNS, "deployment/kubeskills")
-	c.mustKubectl(t, "rollout", "status", "-n", operatorNS, "deployment/kubeskills", "--timeout=2m")
 }
 
 // requestReconcile asks Flux to fetch the repository now, as its
@@ -296,21 +301,12 @@ type teamAgentAPI struct {
 // and its pod to run, and forwards a port to it.
 func openTeamAgent(t *testing.T) teamAgentAPI {
 	t.Helper()
-	g := NewWithT(t)
-	ctx := context.Background()
-	g.Eventually(func(g Gomega) {
-		var a skillsv1.Agent
-		g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: teamAgent}, &a)).To(Succeed())
-		g.Expect(apimeta.IsStatusConditionTrue(a.Status.Conditions, skillsv1.ReadyCondition)).To(BeTrue(), "%v", a.Status.Conditions)
-	}, 3*time.Minute, time.Second).Should(Succeed())
-	c.mustKubectl(t, "rollout", "status", "-n", teamNS, "deployment/agent-"+teamAgent, "--timeout=2m")
-	var secret corev1.Secret
-	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: teamNS, Name: teamAgent + "-token"}, &secret)).To(Succeed())
+	token := waitAgentReady(t, teamNS, teamAgent)
 	pod := runningAgentPodIn(t, teamNS, teamAgent)
 	url, cmd := c.forward(t, teamNS, "pod/"+pod.Name, 8080)
 	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	t.Cleanup(stop)
-	return teamAgentAPI{agentAPI: agentAPI{url: url, token: string(secret.Data["token"])}, stop: stop}
+	return teamAgentAPI{agentAPI: agentAPI{url: url, token: token}, stop: stop}
 }
 
 // reopenTeamAgent forwards to the agent's pod again when it changed.
