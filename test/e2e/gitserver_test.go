@@ -146,10 +146,11 @@ func nodeIP(t *testing.T) string {
 }
 
 // listenInNetns listens on addr inside the network namespace at path. The
-// socket is made on a thread that joined the namespace and stays there: a
-// socket belongs to the namespace it was made in, whichever thread later
-// accepts on it. The thread is never unlocked, so Go ends it with its
-// goroutine rather than reuse it in the wrong namespace.
+// socket is made on a thread that joins the namespace and then returns to
+// its own: a socket belongs to the namespace it was made in, whichever
+// thread later accepts on it. A thread that cannot return stays locked, so
+// Go never reuses it; down.sh kills a process whose main thread is left in
+// the cluster's namespace.
 func listenInNetns(path, addr string) (net.Listener, error) {
 	type result struct {
 		l   net.Listener
@@ -158,17 +159,29 @@ func listenInNetns(path, addr string) (net.Listener, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		own, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
+			runtime.UnlockOSThread()
 			done <- result{err: err}
 			return
 		}
-		defer func() { _ = unix.Close(fd) }()
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		defer func() { _ = unix.Close(own) }()
+		target, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			done <- result{err: err}
+			return
+		}
+		defer func() { _ = unix.Close(target) }()
+		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			done <- result{err: errors.Join(errors.New("setns "+path), err)}
 			return
 		}
 		l, err := net.Listen("tcp", addr)
+		if back := unix.Setns(own, unix.CLONE_NEWNET); back == nil {
+			runtime.UnlockOSThread()
+		}
 		done <- result{l, err}
 	}()
 	r := <-done
