@@ -150,9 +150,18 @@ func startError(exe string, err error) error {
 // loop handles the tree's stops until no traced process is left. When
 // the shell ends, its status goes to p.exited at once; what it left
 // running is the waiter's to stop, as it would stop the shell's group.
+//
+// The loop ends once the shell ended and every tracee it knows of did,
+// not when the thread has no child left: the thread may have started
+// other children before it became the tracer (the runner's process
+// starts none, but a process that runs supervisors among other work,
+// such as a test, does), and those outlive the tree. A new process whose
+// creation the loop never saw (its parent was killed in fork) is stopped
+// before its first instruction and killed as the thread exits
+// (PTRACE_O_EXITKILL).
 func (s *supervisor) loop(p *process) {
 	shellDone := false
-	for {
+	for !shellDone || s.tracing() {
 		var ws unix.WaitStatus
 		// Only this thread's children and tracees: another supervisor
 		// in the same process has its own thread.
@@ -200,6 +209,13 @@ func (s *supervisor) untrack(pid int) {
 	delete(s.tracees, pid)
 }
 
+// tracing tells whether a tracee is left.
+func (s *supervisor) tracing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tracees) > 0
+}
+
 // tracee returns what is known of pid, or nil.
 func (s *supervisor) tracee(pid int) *tracee {
 	s.mu.Lock()
@@ -214,6 +230,11 @@ func (s *supervisor) stopped(pid int, ws unix.WaitStatus) {
 	sig := ws.StopSignal()
 	switch {
 	case sig == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
+		// A thread other than the leader that execs takes the leader's
+		// ID, and its own ends with no exit to wait for.
+		if former, err := unix.PtraceGetEventMsg(pid); err == nil && int(former) != pid {
+			s.untrack(int(former))
+		}
 		if !s.exec(pid, t) {
 			return
 		}

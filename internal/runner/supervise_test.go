@@ -4,9 +4,13 @@ package runner
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kubeskills/kubeskills/internal/policy"
 )
@@ -227,5 +231,55 @@ func TestSupervision_TrustReachesEveryChild(t *testing.T) {
 	res, _ := supervised(t, snap, script, bin)
 	if res.ExitCode != 0 || res.Stdout != "done\n" {
 		t.Fatalf("a trusted script's child was judged: exit %d, %q", res.ExitCode, res.Error)
+	}
+}
+
+// TestSupervision_EndsBesideOtherChildrenOfItsThread: a process that runs
+// commands among other work (the operator's tests run warm runners in
+// their own process) may have started children on the thread that becomes
+// a supervisor. Those outlive the command, and the run still ends with it.
+func TestSupervision_EndsBesideOtherChildrenOfItsThread(t *testing.T) {
+	// Give many threads of the process a child that lives on: each
+	// goroutine holds a thread of its own while it starts one, then lets
+	// the thread serve others.
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		children []*exec.Cmd
+	)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			cmd := exec.Command("sleep", "600")
+			if err := cmd.Start(); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			children = append(children, cmd)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, c := range children {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	})
+	for i := range 8 {
+		done := make(chan *Result, 1)
+		go func() { res, _ := supervised(t, denyTouch, "echo ended"); done <- res }()
+		select {
+		case res := <-done:
+			if res.ExitCode != 0 || res.Stdout != "ended\n" {
+				t.Fatalf("run %d: exit %d, stdout %q, error %q", i, res.ExitCode, res.Stdout, res.Error)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("run %d did not end within 30s beside %d other children of the process", i, len(children))
+		}
 	}
 }
