@@ -125,6 +125,25 @@ func startWarmKubelet(t *testing.T, ns string) *warmKubelet {
 	return k
 }
 
+// describe says where the runner of warm pod name is, for failures.
+func (k *warmKubelet) describe(name string) string {
+	k.mu.Lock()
+	w := k.served[name]
+	k.mu.Unlock()
+	switch {
+	case name == "":
+		return "none"
+	case w == nil:
+		return "never served"
+	case w.Reached(10*time.Millisecond) != nil:
+		return fmt.Sprintf("served at %s; no handoff reached it", w.IP)
+	}
+	if res, err := w.Wait(10 * time.Millisecond); err == nil {
+		return fmt.Sprintf("served at %s; a handoff reached it; its runner ended with %+v", w.IP, *res)
+	}
+	return fmt.Sprintf("served at %s; a handoff reached it; its runner has not ended", w.IP)
+}
+
 // pod returns the runner of the warm pod name, once it is served.
 func (k *warmKubelet) pod(t *testing.T, name string) *operatortest.WarmPod {
 	t.Helper()
@@ -247,8 +266,8 @@ func TestOnlyTheOperatorHandsAWarmPodItsCommand(t *testing.T) {
 	// A run may find a pod not yet running in the operator's cache, which
 	// lags the test's view, or a handoff that a loaded machine timed out:
 	// it then runs in a Job, ended here as the kubelet would.
-	one := succeedsWherever(t, ns, "one")
-	two := succeedsWherever(t, ns, "two")
+	one := succeedsWherever(t, ns, "one", kubelet)
+	two := succeedsWherever(t, ns, "two", kubelet)
 	g.Expect(one.Status.Result.Stdout).To(Equal("one\n"))
 	g.Expect(two.Status.Result.Stdout).To(Equal("two\n"))
 	g.Expect(one.Status.WarmPod).NotTo(Equal(two.Status.WarmPod))
@@ -263,8 +282,9 @@ func TestOnlyTheOperatorHandsAWarmPodItsCommand(t *testing.T) {
 }
 
 // succeedsWherever waits for the run, which echoes its name, to succeed
-// in a warm pod or, should no warm pod take it, in the Job it gets.
-func succeedsWherever(t *testing.T, ns, name string) *skillsv1.CommandRun {
+// in a warm pod or, should no warm pod take it, in the Job it gets. When
+// it does not, the failure says where the run's warm pod is.
+func succeedsWherever(t *testing.T, ns, name string, kubelet *warmKubelet) *skillsv1.CommandRun {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -282,7 +302,9 @@ func succeedsWherever(t *testing.T, ns, name string) *skillsv1.CommandRun {
 			g.Expect(operator.FinishJob(ctx, k8s, ns, run.Status.JobName, &runner.Result{Stdout: name + "\n"}, false)).To(Succeed())
 		}
 		g.Expect(run.Status.Phase).To(Equal(skillsv1.PhaseSucceeded), "%v", run.Status.Conditions)
-	}, timeout, interval).Should(Succeed(), "run %s/%s never succeeded", ns, name)
+	}, timeout, interval).Should(Succeed(), func() string {
+		return fmt.Sprintf("run %s/%s never succeeded; its warm pod %q: %s", ns, name, run.Status.WarmPod, kubelet.describe(run.Status.WarmPod))
+	})
 	return run
 }
 
