@@ -7,7 +7,6 @@
 #
 #   gojq          the toolbox's jq (installed as /bin/jq)
 #   kube-router   the local cluster's NetworkPolicy enforcer (firewall only)
-#   coredns       the local cluster's DNS
 #   golangci-lint the linters of `make lint` (.golangci.yml)
 #   containerd    the local cluster's container runtime: containerd,
 #                 containerd-shim-runc-v2 and ctr (2.x: image volumes);
@@ -30,7 +29,6 @@ gojq_pkg=github.com/itchyny/gojq/cmd/gojq@v0.12.19
 # GHSA-phqm-jgc3-qf8g is in the service proxy (IPVS), which firewall-only
 # mode (--run-service-proxy=false) never starts.
 kube_router_pkg=github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v2.1.0
-coredns_pkg=github.com/coredns/coredns@v1.14.7
 golangci_lint_pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 # containerd 2.x mounts image volumes (Kubernetes' ImageVolume); no_btrfs
 # drops the btrfs snapshotter, whose C headers Debian lacks and which the
@@ -85,12 +83,11 @@ exec 9>"$cache/.build-addons.lock"
 flock 9
 
 tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=(gojq kube-router coredns)
+[ ${#tools[@]} -gt 0 ] || tools=(gojq kube-router)
 for t in "${tools[@]}"; do
   case $t in
     gojq) ensure gojq "$gojq_pkg" ;;
     kube-router) ensure kube-router "$kube_router_pkg" ;;
-    coredns) ensure coredns "$coredns_pkg" ;;
     golangci-lint) ensure golangci-lint "$golangci_lint_pkg" ;;
     containerd) ensure_containerd ;;
     *) echo "unknown tool: $t" >&2; exit 2 ;;

@@ -10,6 +10,8 @@
 #   OUT_DIR/pause.tar        docker.io/kubeskills/pause:dev
 #   OUT_DIR/modelserver.tar  docker.io/kubeskills/modelserver:dev
 #   OUT_DIR/coredns.tar      docker.io/kubeskills/coredns:dev
+#     (the cluster's DNS with the plugins its Corefile uses, built from
+#     hack/coredns, its own module with CoreDNS's version)
 #   OUT_DIR/otelcol.tar      docker.io/kubeskills/otelcol:dev
 #     (the OpenTelemetry Collector of the end-to-end tests' traces, built
 #     from hack/otelcol, its own module with the Collector's versions)
@@ -20,8 +22,8 @@
 #     (the files of config/samples/skills/cost-report at the image's root:
 #     a Skill's spec.bundle.image, mounted as an image volume)
 #
-# The static binaries go to OUT_DIR/bin; kubectl (the cluster's version),
-# gojq and CoreDNS come from hack/build-k8s.sh and hack/build-addons.sh,
+# The static binaries go to OUT_DIR/bin; kubectl (the cluster's version)
+# and gojq come from hack/build-k8s.sh and hack/build-addons.sh,
 # cached outside the checkout. Go leaves binaries that are up to date alone
 # and the image tool leaves tarballs that already hold the same image alone,
 # so a run with nothing changed takes seconds. The toolbox also takes the
@@ -46,12 +48,13 @@ flags=(-trimpath -buildvcs=false -ldflags "-s -w")
 cd "$root/hack/images"
 go build "${flags[@]}" -o "$out/bin/" ./pause
 (cd "$root/hack/otelcol" && go build "${flags[@]}" -o "$out/bin/" .)
+(cd "$root/hack/coredns" && go build "${flags[@]}" -o "$out/bin/" .)
 (cd "$root/hack/flux" && go build "${flags[@]}" -o "$out/bin/" \
 	github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller)
 go build -o "$out/tools/images" .
 k8s=$("$root/hack/build-k8s.sh" kubectl)
-addons=$("$root/hack/build-addons.sh" gojq coredns)
+addons=$("$root/hack/build-addons.sh" gojq)
 "$out/tools/images" -bin "$out/bin" -out "$out" -busybox "${BUSYBOX:-/bin/busybox}" \
 	-bash "${BASH_BIN:-/bin/bash}" -curl "${CURL:-/usr/bin/curl}" \
-	-kubectl "$k8s/kubectl" -jq "$addons/gojq" -coredns "$addons/coredns" \
+	-kubectl "$k8s/kubectl" -jq "$addons/gojq" \
 	-skill "$root/config/samples/skills/cost-report"

@@ -80,7 +80,7 @@ const staticAdvice = "build it static, with CGO_ENABLED=0, as hack/images/build.
 // inputs are the host files the images are made from.
 type inputs struct {
 	// bin holds the static binaries manager, agent, runner,
-	// kubectl-skills, modelserver, otelcol, source-controller,
+	// kubectl-skills, modelserver, otelcol, coredns, source-controller,
 	// kustomize-controller and pause.
 	bin string
 	// busybox gives the toolbox its small tools and /bin/sh.
@@ -92,8 +92,6 @@ type inputs struct {
 	// libtinfo while being a second libc to keep patched. kubectl and jq
 	// (gojq) are static Go builds.
 	bash, curl, kubectl, jq string
-	// coredns is the static CoreDNS binary of the coredns image.
-	coredns string
 	// skill is the skill folder whose files SkillBundleImage holds.
 	skill string
 	// caCerts is the host's CA bundle (Debian's ca-certificates).
@@ -143,7 +141,7 @@ func specs(in inputs) ([]spec, error) {
 	}{
 		{pause, program{"pause", filepath.Join(in.bin, "pause"), staticAdvice}},
 		{model, program{"usr/local/bin/modelserver", filepath.Join(in.bin, "modelserver"), staticAdvice}},
-		{dns, program{"usr/local/bin/coredns", in.coredns, "build it with hack/build-addons.sh coredns"}},
+		{dns, program{"usr/local/bin/coredns", filepath.Join(in.bin, "coredns"), staticAdvice}},
 		{collector, program{"usr/local/bin/otelcol", filepath.Join(in.bin, "otelcol"), staticAdvice}},
 	} {
 		if err := c.l.addPrograms(in.libDirs, c.p); err != nil {

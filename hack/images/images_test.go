@@ -49,15 +49,15 @@ func writeStaticELF(t *testing.T, p, payload string) {
 func dummies(t *testing.T) inputs {
 	t.Helper()
 	bin, tools := t.TempDir(), t.TempDir()
-	for _, b := range append(slices.Concat(kubeskillsBinaries, fluxBinaries), "modelserver", "otelcol", "pause") {
+	for _, b := range append(slices.Concat(kubeskillsBinaries, fluxBinaries), "modelserver", "otelcol", "coredns", "pause") {
 		writeStaticELF(t, filepath.Join(bin, b), "binary "+b+"\n")
 	}
 	in := inputs{
 		bin: bin, busybox: "/bin/busybox", libDirs: systemLibDirs(), caCerts: filepath.Join(tools, "ca.crt"),
 		bash: filepath.Join(tools, "bash"), curl: filepath.Join(tools, "curl"), kubectl: filepath.Join(tools, "kubectl"),
-		jq: filepath.Join(tools, "gojq"), coredns: filepath.Join(tools, "coredns"),
+		jq: filepath.Join(tools, "gojq"),
 	}
-	for _, p := range []string{in.bash, in.curl, in.kubectl, in.jq, in.coredns} {
+	for _, p := range []string{in.bash, in.curl, in.kubectl, in.jq} {
 		writeStaticELF(t, p, "binary "+filepath.Base(p)+"\n")
 	}
 	if err := os.WriteFile(in.caCerts, []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {

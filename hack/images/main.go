@@ -6,9 +6,9 @@
 //	go run . -bin BIN_DIR -out OUT_DIR
 //
 // BIN_DIR holds static binaries: manager, agent, runner, kubectl-skills,
-// modelserver, otelcol, source-controller, kustomize-controller and pause
-// (see build.sh, which builds them and the tools and
-// runs this). The images, with fully normalized names:
+// modelserver, otelcol, coredns, source-controller, kustomize-controller and
+// pause (see build.sh, which builds them and the tools and runs this). The
+// images, with fully normalized names:
 //
 //	kubeskills.tar   docker.io/kubeskills/kubeskills:dev   the four kubeskills binaries in /usr/local/bin, entrypoint manager
 //	toolbox.tar      docker.io/kubeskills/toolbox:dev      the sandbox image: busybox and its applets, bash, curl, jq, kubectl in /bin, CA certificates
@@ -40,18 +40,17 @@ import (
 func main() {
 	var in inputs
 	out := flag.String("out", "", "folder the tarballs are written to")
-	flag.StringVar(&in.bin, "bin", "", "folder holding the static binaries manager, agent, runner, kubectl-skills, modelserver, otelcol, source-controller, kustomize-controller and pause")
+	flag.StringVar(&in.bin, "bin", "", "folder holding the static binaries manager, agent, runner, kubectl-skills, modelserver, otelcol, coredns, source-controller, kustomize-controller and pause")
 	flag.StringVar(&in.busybox, "busybox", "/bin/busybox", "busybox (Debian's busybox-static)")
 	flag.StringVar(&in.bash, "bash", "/bin/bash", "bash, with its libraries")
 	flag.StringVar(&in.curl, "curl", "/usr/bin/curl", "curl, with its libraries")
 	flag.StringVar(&in.kubectl, "kubectl", "", "kubectl, the cluster's version (hack/build-k8s.sh kubectl)")
 	flag.StringVar(&in.jq, "jq", "", "gojq (hack/build-addons.sh gojq)")
-	flag.StringVar(&in.coredns, "coredns", "", "CoreDNS (hack/build-addons.sh coredns)")
 	flag.StringVar(&in.caCerts, "ca-certificates", caBundle, "the CA bundle (Debian's ca-certificates)")
 	flag.StringVar(&in.skill, "skill", "", "the skill folder whose files the skill bundle image holds (config/samples/skills/cost-report)")
 	flag.Parse()
-	if *out == "" || in.bin == "" || in.kubectl == "" || in.jq == "" || in.coredns == "" || in.skill == "" || flag.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "usage: go run . -bin BIN_DIR -out OUT_DIR -kubectl KUBECTL -jq GOJQ -coredns COREDNS -skill SKILL_DIR [-busybox /bin/busybox] [-bash /bin/bash] [-curl /usr/bin/curl]")
+	if *out == "" || in.bin == "" || in.kubectl == "" || in.jq == "" || in.skill == "" || flag.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "usage: go run . -bin BIN_DIR -out OUT_DIR -kubectl KUBECTL -jq GOJQ -skill SKILL_DIR [-busybox /bin/busybox] [-bash /bin/bash] [-curl /usr/bin/curl]")
 		os.Exit(2)
 	}
 	in.libDirs = systemLibDirs()
