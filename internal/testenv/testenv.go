@@ -15,7 +15,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,16 +22,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	kubescheme "github.com/kubeskills/kubeskills/internal/scheme"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"github.com/kubeskills/kubeskills/internal/checkout"
+	kubescheme "github.com/kubeskills/kubeskills/internal/scheme"
 )
 
 // AdmissionPlugins are enabled on the test API server beside kube-apiserver's
@@ -66,10 +64,7 @@ type Env struct {
 func (e *Env) IsOperator() bool { return e.isOperator }
 
 // RepoRoot is the root of the kubeskills checkout.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+func RepoRoot() string { return checkout.Root() }
 
 // Start starts the control plane and installs the CRDs of config/crd/bases
 // and the CRDs of Flux's sources (FluxSourceCRDs).

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/checkout"
 	"github.com/kubeskills/kubeskills/internal/cli"
 )
 
@@ -59,10 +59,7 @@ func (s *SyncBuffer) String() string {
 }
 
 // RepoRoot is the root of the kubeskills checkout.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-}
+func RepoRoot() string { return checkout.Root() }
 
 // SamplesDir is config/samples/skills, the repository of sample skills.
 func SamplesDir() string {

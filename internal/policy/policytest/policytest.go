@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kubeskills/kubeskills/internal/checkout"
 	"github.com/kubeskills/kubeskills/internal/policy"
 )
 
@@ -104,11 +104,7 @@ type chartValues struct {
 
 // Default loads testdata/adversarial.yaml of package policy.
 func Default() (Corpus, error) {
-	_, src, _, ok := runtime.Caller(0)
-	if !ok {
-		return Corpus{}, fmt.Errorf("failed to locate the corpus: no caller information")
-	}
-	return Load(filepath.Join(filepath.Dir(src), "..", "testdata", "adversarial.yaml"))
+	return Load(filepath.Join(checkout.Root(), "internal", "policy", "testdata", "adversarial.yaml"))
 }
 
 // Load reads a corpus file. Every policy must compile, every line must

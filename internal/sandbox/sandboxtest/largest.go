@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"unicode/utf8"
 
@@ -17,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/checkout"
 )
 
 // Limits are the CRDs' limits on what reaches the runner's policy
@@ -36,10 +36,7 @@ type Limits struct {
 }
 
 // RepoRoot is the root of the kubeskills checkout.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-}
+func RepoRoot() string { return checkout.Root() }
 
 // ReadLimits reads the limits from the CRDs of the checkout at root.
 func ReadLimits(root string) (Limits, error) {
