@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -103,9 +104,9 @@ func FluxSourceGVK(kind skillsv1.SourceKind) schema.GroupVersionKind {
 // fluxSourceKinds are the kinds a SkillRepository may read.
 var fluxSourceKinds = []skillsv1.SourceKind{skillsv1.SourceGitRepository, skillsv1.SourceOCIRepository, skillsv1.SourceBucket}
 
-// FluxSourcesServed tells whether the API server serves every Flux source
+// fluxSourcesServed tells whether the API server serves every Flux source
 // kind.
-func FluxSourcesServed(mapper apimeta.RESTMapper) bool {
+func fluxSourcesServed(mapper apimeta.RESTMapper) bool {
 	for _, k := range fluxSourceKinds {
 		gvk := FluxSourceGVK(k)
 		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
@@ -135,7 +136,7 @@ func (r *SkillRepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	if FluxSourcesServed(mgr.GetRESTMapper()) {
+	if fluxSourcesServed(mgr.GetRESTMapper()) {
 		return r.watchSources(mgr.GetCache(), c)
 	}
 	mgr.GetLogger().Info("Flux's source kinds are not served: SkillRepositories wait for them, and the operator watches them once Flux is installed")
@@ -161,19 +162,15 @@ func (r *SkillRepositoryReconciler) watchSources(informers cache.Cache, c contro
 // serves them, so that Flux installed after the operator needs no restart.
 // It asks every sourcePoll, with one discovery request.
 func (r *SkillRepositoryReconciler) awaitSources(ctx context.Context, mapper apimeta.RESTMapper, informers cache.Cache, c controller.Controller) error {
-	t := time.NewTicker(sourcePoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if FluxSourcesServed(mapper) {
-			log.FromContext(ctx).Info("Flux's source kinds are served: watching them")
-			return r.watchSources(informers, c)
-		}
+	err := wait.PollUntilContextCancel(ctx, sourcePoll, false, func(context.Context) (bool, error) {
+		return fluxSourcesServed(mapper), nil
+	})
+	if err != nil {
+		// The operator stops.
+		return nil
 	}
+	log.FromContext(ctx).Info("Flux's source kinds are served: watching them")
+	return r.watchSources(informers, c)
 }
 
 // readersOf maps a source of kind k to the repositories that read it.
