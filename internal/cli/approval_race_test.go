@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
-	"github.com/kubeskills/kubeskills/internal/cli"
+	"github.com/kubeskills/kubeskills/internal/cli/approval"
 )
 
 // asked is the decision the runs of the test await approval on.
@@ -63,8 +63,8 @@ func TestSetApprovalPrecondition(t *testing.T) {
 			return c.Patch(ctx, obj, patch, opts...)
 		},
 	})
-	_, err = cli.SetApproval(ctx, racing, key, &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice"}, asked)
-	g.Expect(cli.DecidedBy(err)).To(gomega.Equal("erin"), "error %v", err)
+	_, err = approval.Set(ctx, racing, key, &skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice"}, asked)
+	g.Expect(approval.DecidedBy(err)).To(gomega.Equal("erin"), "error %v", err)
 	g.Expect(patches).To(gomega.Equal(1))
 	got := &skillsv1.CommandRun{}
 	g.Expect(c.Get(ctx, key, got)).To(gomega.Succeed())
@@ -72,7 +72,7 @@ func TestSetApprovalPrecondition(t *testing.T) {
 
 	fresh := awaitingRun(t, c, ns, "s", "kubectl drain node-2")
 	want := skillsv1.Approval{Decision: skillsv1.Approved, Approver: "alice", Reason: "ok"}
-	_, err = cli.SetApproval(ctx, c, client.ObjectKeyFromObject(fresh), &want, asked)
+	_, err = approval.Set(ctx, c, client.ObjectKeyFromObject(fresh), &want, asked)
 	g.Expect(err).NotTo(gomega.HaveOccurred())
 	g.Expect(c.Get(ctx, client.ObjectKeyFromObject(fresh), got)).To(gomega.Succeed())
 	g.Expect(got.Spec.Approvals).To(gomega.HaveLen(1))

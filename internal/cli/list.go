@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/approval"
 	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
@@ -121,7 +122,7 @@ func (o *listOptions) run(ctx context.Context) error {
 	}
 	runs, _, err := listRuns(ctx, c, opts)
 	if err != nil {
-		return explainAccess(err, "list CommandRuns in "+where, "list")
+		return approval.ExplainAccess(err, "list CommandRuns in "+where, "list")
 	}
 	if o.pending {
 		runs = awaiting(runs)
@@ -264,7 +265,7 @@ func runRow(r *skillsv1.CommandRun, pending bool, now time.Time) []string {
 	if pending {
 		row = append(row, cmdline.Cell(r.Spec.RequestedBy, 64), deadlineCell(r, now))
 	} else {
-		row = append(row, noneIfEmpty(string(r.Status.Phase)), actionCell(r), exitCell(r))
+		row = append(row, cmdline.NoneIfEmpty(string(r.Status.Phase)), actionCell(r), exitCell(r))
 	}
 	return append(row, ageCell(r, now))
 }
@@ -274,7 +275,7 @@ func phaseCell(r *skillsv1.CommandRun) string {
 	if r.DeletionTimestamp != nil {
 		return "Deleted"
 	}
-	return noneIfEmpty(string(r.Status.Phase))
+	return cmdline.NoneIfEmpty(string(r.Status.Phase))
 }
 
 func actionCell(r *skillsv1.CommandRun) string {
@@ -310,13 +311,4 @@ func deadlineCell(r *skillsv1.CommandRun, now time.Time) string {
 		when = "in " + duration.HumanDuration(left)
 	}
 	return fmt.Sprintf("%s (%s)", at.UTC().Format(time.RFC3339), when)
-}
-
-// noneIfEmpty is s, or <none> (as kubectl prints a field without a value)
-// when s is empty.
-func noneIfEmpty(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return s
 }

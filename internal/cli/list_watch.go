@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/approval"
 )
 
 // follower prints the runs awaiting approval, then follows the cluster:
@@ -67,7 +68,7 @@ func (f *follower) run(ctx context.Context) error {
 func (f *follower) list(ctx context.Context, first bool) (string, error) {
 	runs, rv, err := listRuns(ctx, f.c, f.opts)
 	if err != nil {
-		return "", explainAccess(err, "list CommandRuns in "+f.where, "list")
+		return "", approval.ExplainAccess(err, "list CommandRuns in "+f.where, "list")
 	}
 	if first {
 		runs = awaiting(runs)
@@ -132,7 +133,7 @@ func (f *follower) watchFrom(ctx context.Context, rv string) (string, error) {
 				if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 					return f.list(ctx, false)
 				}
-				return rv, explainAccess(err, "watch CommandRuns in "+f.where, "watch")
+				return rv, approval.ExplainAccess(err, "watch CommandRuns in "+f.where, "watch")
 			}
 			run, isRun := ev.Object.(*skillsv1.CommandRun)
 			if !isRun {

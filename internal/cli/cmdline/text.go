@@ -37,3 +37,12 @@ func Printable(text string) string {
 		return utf8.RuneError
 	}, text)
 }
+
+// NoneIfEmpty is s, or <none> (as kubectl prints a field without a value)
+// when s is empty.
+func NoneIfEmpty(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

@@ -1,4 +1,4 @@
-package cli
+package approval
 
 import (
 	"context"
@@ -13,24 +13,27 @@ import (
 	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 )
 
-// writeSummary prints what a person is about to decide on: the command, the
+// Field is one line of what a person decides on, or several lines of the
+// command: its name, and its value made printable.
+type Field struct {
+	Name  string
+	Lines []string
+}
+
+// Summarize says what a person is about to decide on: the command, the
 // decision that sent it to a person, the skill, the agent, the requester,
-// the sandbox identity, the approvers and the approvals so far. Text an
-// agent wrote is made printable.
-func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1.CommandRun, user, sandbox string) {
-	verb := "Approve"
-	if decision == skillsv1.Denied {
-		verb = "Deny"
+// the sandbox identity (SandboxIdentity), the approvers and the approvals
+// so far. Text an agent wrote is made printable.
+func Summarize(run *skillsv1.CommandRun, sandbox string) []Field {
+	var fields []Field
+	field := func(name string, lines ...string) {
+		fields = append(fields, Field{Name: name, Lines: lines})
 	}
-	_, _ = fmt.Fprintf(w, "%s commandrun %s/%s, as %s:\n", verb, run.Namespace, run.Name, cmdline.Printable(user))
-	field := func(name, value string) {
-		_, _ = fmt.Fprintf(w, "  %-13s %s\n", name+":", value)
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(run.Spec.Command, "\n"), "\n") {
+		lines = append(lines, cmdline.Printable(l))
 	}
-	lines := strings.Split(strings.TrimRight(run.Spec.Command, "\n"), "\n")
-	field("Command", cmdline.Printable(lines[0]))
-	for _, l := range lines[1:] {
-		_, _ = fmt.Fprintf(w, "  %-13s %s\n", "", cmdline.Printable(l))
-	}
+	field("Command", lines...)
 	d := run.Status.Decision
 	if d == nil {
 		field("Decision", "none recorded")
@@ -50,7 +53,7 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 		if d.JudgedAgain != "" {
 			field("Judged again", cmdline.OneLine(d.JudgedAgain))
 		}
-		if text := programsText(d); text != "" {
+		if text := ProgramsText(d); text != "" {
 			field("Programs", text)
 		}
 	}
@@ -76,15 +79,33 @@ func writeSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1
 		// The chat that asked for the command, in the tracing backend.
 		field("Trace", cmdline.Printable(run.Status.TraceID))
 	}
+	return fields
 }
 
-// programsText says, in one line, which programs of the command can start
+// WriteSummary prints what a person is about to decide on (Summarize), as
+// user.
+func WriteSummary(w io.Writer, decision skillsv1.ApprovalDecision, run *skillsv1.CommandRun, user, sandbox string) {
+	verb := "Approve"
+	if decision == skillsv1.Denied {
+		verb = "Deny"
+	}
+	_, _ = fmt.Fprintf(w, "%s commandrun %s/%s, as %s:\n", verb, run.Namespace, run.Name, cmdline.Printable(user))
+	for _, f := range Summarize(run, sandbox) {
+		name := f.Name + ":"
+		for _, l := range f.Lines {
+			_, _ = fmt.Fprintf(w, "  %-13s %s\n", name, l)
+			name = ""
+		}
+	}
+}
+
+// ProgramsText says, in one line, which programs of the command can start
 // other programs (status.decision.startsPrograms) and whether the policy
 // judges what they start: "" when none can. An approval covers the command
 // shown, not a program it starts that the policy refuses; only a rule with
 // children: Trusted (status.decision.trustedPrograms) lets those go
 // unjudged.
-func programsText(d *skillsv1.PolicyDecision) string {
+func ProgramsText(d *skillsv1.PolicyDecision) string {
 	if len(d.StartsPrograms) == 0 {
 		return ""
 	}
@@ -111,7 +132,7 @@ func programsText(d *skillsv1.PolicyDecision) string {
 func approversText(d *skillsv1.PolicyDecision, required int) string {
 	if d == nil || d.Approvers == nil || len(d.Approvers.Users)+len(d.Approvers.Groups) == 0 {
 		return fmt.Sprintf("anyone the %s ClusterRole lets decide in the namespace, but the requester; %d required",
-			approverRole, required)
+			Role, required)
 	}
 	var who []string
 	if len(d.Approvers.Users) > 0 {
@@ -123,11 +144,11 @@ func approversText(d *skillsv1.PolicyDecision, required int) string {
 	return cmdline.Printable(fmt.Sprintf("%s; %d required", strings.Join(who, "; "), required))
 }
 
-// sandboxIdentity says which Kubernetes identity the run's sandbox would run
+// SandboxIdentity says which Kubernetes identity the run's sandbox would run
 // with: the run's status.serviceAccountName once its Job exists, else its
 // policy's spec.sandbox.serviceAccountName, when the user may read the
 // policy.
-func sandboxIdentity(ctx context.Context, c client.Client, run *skillsv1.CommandRun) string {
+func SandboxIdentity(ctx context.Context, c client.Client, run *skillsv1.CommandRun) string {
 	if sa := run.Status.ServiceAccountName; sa != "" {
 		return "ServiceAccount " + cmdline.Printable(sa)
 	}

@@ -1,4 +1,4 @@
-package cli
+package approval
 
 import (
 	"bytes"
@@ -11,63 +11,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fieldpath "k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 )
 
-var now = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-
 // testRun builds a run created age ago, in phase.
 func testRun(ns, name, command string, phase skillsv1.RunPhase, age time.Duration) skillsv1.CommandRun {
 	return skillsv1.CommandRun{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(now.Add(-age))},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(time.Now().Add(-age))},
 		Spec:       skillsv1.CommandRunSpec{Agent: "ops", Command: command, RequestedBy: "system:serviceaccount:" + ns + ":ops"},
 		Status:     skillsv1.CommandRunStatus{Phase: phase},
-	}
-}
-
-func TestRunTable(t *testing.T) {
-	done := testRun("agents", "done", "kubectl get pods -n web", skillsv1.PhaseSucceeded, 2*time.Hour)
-	done.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAlways}
-	done.Status.Result = &skillsv1.CommandResult{ExitCode: ptr.To[int32](0)}
-	waiting := testRun("agents", "waiting", "kubectl rollout restart deploy/web", skillsv1.PhaseAwaitingApproval, 5*time.Minute)
-	waiting.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAsk}
-	waiting.Status.ApprovalDeadline = &metav1.Time{Time: now.Add(55 * time.Minute)}
-	urgent := testRun("agents", "urgent", "kubectl drain node-1", skillsv1.PhaseAwaitingApproval, 50*time.Minute)
-	urgent.Status.Decision = &skillsv1.PolicyDecision{Action: skillsv1.ActionAsk}
-	urgent.Status.ApprovalDeadline = &metav1.Time{Time: now.Add(10 * time.Minute)}
-	fresh := testRun("agents", "fresh", "echo \x1b[31mred\x1b[0m\n\tand a very long tail that goes on and on and on", "", 3*time.Second)
-	other := testRun("batch", "nightly", "ls", skillsv1.PhaseFailed, 26*time.Hour)
-	other.Status.Result = &skillsv1.CommandResult{ExitCode: ptr.To[int32](2)}
-
-	var b bytes.Buffer
-	runs := []skillsv1.CommandRun{other, fresh, waiting, done, urgent}
-	if err := writeRunTable(&b, runs, runTable{namespaces: true}, now); err != nil {
-		t.Fatal(err)
-	}
-	want := `NAMESPACE   NAME      AGENT   COMMAND                                            PHASE              ACTION   EXIT     AGE
-agents      done      ops     kubectl get pods -n web                            Succeeded          Always   0        120m
-agents      urgent    ops     kubectl drain node-1                               AwaitingApproval   Ask      <none>   50m
-agents      waiting   ops     kubectl rollout restart deploy/web                 AwaitingApproval   Ask      <none>   5m
-agents      fresh     ops     echo ` + "\ufffd[31mred\ufffd[0m and a very long tail that goe…" + `   <none>             <none>   <none>   3s
-batch       nightly   ops     ls                                                 Failed             <none>   2        26h
-`
-	if got := b.String(); got != want {
-		t.Errorf("table:\n%s\nwant:\n%s", got, want)
-	}
-
-	b.Reset()
-	if err := writeRunTable(&b, awaiting(runs), runTable{pending: true}, now); err != nil {
-		t.Fatal(err)
-	}
-	want = `NAME      AGENT   COMMAND                              REQUESTED BY                       DEADLINE                        AGE
-urgent    ops     kubectl drain node-1                 system:serviceaccount:agents:ops   2025-06-01T12:10:00Z (in 10m)   50m
-waiting   ops     kubectl rollout restart deploy/web   system:serviceaccount:agents:ops   2025-06-01T12:55:00Z (in 55m)   5m
-`
-	if got := b.String(); got != want {
-		t.Errorf("pending table:\n%s\nwant:\n%s", got, want)
 	}
 }
 
@@ -107,7 +61,7 @@ func TestCheckDecidable(t *testing.T) {
 		{"new", testRun("ns", "r", "x", "", time.Second), "the operator has not judged it yet (phase <none>)"},
 		{"pending", testRun("ns", "r", "x", skillsv1.PhasePending, time.Second), "the operator has not judged it yet (phase Pending)"},
 	} {
-		err := checkDecidable(&tc.run, "bob")
+		err := CheckDecidable(&tc.run, "bob")
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
@@ -115,14 +69,13 @@ func TestCheckDecidable(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
 		}
 	}
-	if err := checkDecidable(&twoNeeded, "alice"); err == nil || !strings.Contains(err.Error(), "it was already approved by alice") {
+	if err := CheckDecidable(&twoNeeded, "alice"); err == nil || !strings.Contains(err.Error(), "it was already approved by alice") {
 		t.Errorf("alice approving twice: %v", err)
 	}
 }
 
 func TestExplain(t *testing.T) {
 	gr := schema.GroupResource{Group: "kubeskills.io", Resource: "commandruns"}
-	o := &approvalOptions{decision: skillsv1.Approved}
 	key := client.ObjectKey{Namespace: "agents", Name: "r"}
 	rbac := apierrors.NewForbidden(gr, "r", errors.New(`User "carol" cannot patch resource "commandruns" in API group "kubeskills.io" in the namespace "agents"`))
 	admission := apierrors.NewForbidden(gr, "r", errors.New("ValidatingAdmissionPolicy 'kubeskills-commandrun-identity' with binding "+
@@ -143,8 +96,106 @@ func TestExplain(t *testing.T) {
 		{&notAwaitingError{phase: skillsv1.PhaseRunning}, "failed to approve commandrun agents/r: it is not awaiting approval: its phase is Running"},
 		{errors.New("connection refused"), "failed to approve commandrun agents/r: connection refused"},
 	} {
-		if got := o.explain(tc.err, key).Error(); !strings.Contains(got, tc.want) || strings.Contains(got, "\n") {
+		if got := Explain(tc.err, "approve", key).Error(); !strings.Contains(got, tc.want) || strings.Contains(got, "\n") {
 			t.Errorf("explain(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestWriteSummary prints what a person decides on, whole, for a command
+// whose programs can start others, with the trace of the chat that
+// asked for it.
+func TestWriteSummary(t *testing.T) {
+	run := testRun("agents", "diff", "awk '{print $1}' x | make -n", skillsv1.PhaseAwaitingApproval, time.Minute)
+	run.Status.Decision = &skillsv1.PolicyDecision{
+		Action: skillsv1.ActionAsk, Policy: "ops-policy", PolicyGeneration: 3,
+		Reason:         `"awk '{print $1}' x": awk runs a program that can run commands and write files`,
+		StartsPrograms: []string{"awk", "make"},
+	}
+	run.Status.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	var b bytes.Buffer
+	WriteSummary(&b, skillsv1.Approved, &run, "alice", "ServiceAccount ops-sandbox")
+	want := `Approve commandrun agents/diff, as alice:
+  Command:      awk '{print $1}' x | make -n
+  Decision:     Ask, by the default action of CommandPolicy ops-policy (generation 3)
+  Why:          "awk '{print $1}' x": awk runs a program that can run commands and write files
+  Programs:     awk, make can start other programs; the policy judges each of those as it starts, and refuses one it says Never even after approval
+  Skill:        none
+  Agent:        ops
+  Requested by: system:serviceaccount:agents:ops
+  Sandbox:      ServiceAccount ops-sandbox
+  Approvers:    anyone the kubeskills-approver ClusterRole lets decide in the namespace, but the requester; 1 required
+  So far:       0 of 1 approvals
+  Trace:        4bf92f3577b34da6a3ce929d0e0e4736
+`
+	if got := b.String(); got != want {
+		t.Errorf("summary:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestProgramsText says which programs can start others, and whether the
+// policy judges what they start, in one line; nothing when none can.
+func TestProgramsText(t *testing.T) {
+	tests := []struct {
+		name            string
+		starts, trusted []string
+		want            string
+	}{
+		{name: "no spawners", want: ""},
+		{name: "judged", starts: []string{"awk", "make"},
+			want: "awk, make can start other programs; the policy judges each of those as it starts, and refuses one it says Never even after approval"},
+		{name: "trusted", starts: []string{"git"}, trusted: []string{"git"},
+			want: "git can start other programs; those are not judged one by one, since the deciding rule trusts its command's programs (children: Trusted)"},
+		{name: "some trusted", starts: []string{"awk", "git", "tar"}, trusted: []string{"git"},
+			want: "awk, git, tar can start other programs; the policy judges each of those as it starts, and refuses one it says Never even after approval, " +
+				"except those git starts, which are not judged one by one (children: Trusted)"},
+		{name: "two trusted", starts: []string{"awk", "git", "tar"}, trusted: []string{"git", "tar"},
+			want: "awk, git, tar can start other programs; the policy judges each of those as it starts, and refuses one it says Never even after approval, " +
+				"except those git, tar start, which are not judged one by one (children: Trusted)"},
+		{name: "unprintable", starts: []string{"aw\x1bk\n"},
+			want: "aw\ufffdk can start other programs; the policy judges each of those as it starts, and refuses one it says Never even after approval"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &skillsv1.PolicyDecision{Action: skillsv1.ActionAsk, StartsPrograms: tt.starts, TrustedPrograms: tt.trusted}
+			got := ProgramsText(d)
+			if got != tt.want {
+				t.Errorf("programsText = %q, want %q", got, tt.want)
+			}
+			var b bytes.Buffer
+			run := testRun("agents", "r", "x", skillsv1.PhaseAwaitingApproval, time.Minute)
+			run.Status.Decision = d
+			WriteSummary(&b, skillsv1.Denied, &run, "alice", "none")
+			line := ""
+			for _, l := range strings.Split(b.String(), "\n") {
+				if strings.HasPrefix(l, "  Programs:") {
+					line = l
+				}
+			}
+			if (line == "") != (tt.want == "") || line != "" && line != "  Programs:     "+tt.want {
+				t.Errorf("summary line %q, want %q", line, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecisionKey: the key of a decision gives back the same decision, and
+// a decision taken again has another key.
+func TestDecisionKey(t *testing.T) {
+	d := &skillsv1.PolicyDecision{Action: skillsv1.ActionAsk, Rule: "kubectl *", Policy: "ops", PolicyGeneration: 3,
+		SkillHash: "sha256:abc", RunGeneration: 2, Reason: "not kept"}
+	back, err := ParseDecisionKey(DecisionKey(d))
+	if err != nil || !sameDecision(d, back) {
+		t.Fatalf("ParseDecisionKey(DecisionKey(d)) = %+v, %v", back, err)
+	}
+	again := d.DeepCopy()
+	again.PolicyGeneration = 4
+	if DecisionKey(again) == DecisionKey(d) {
+		t.Error("a decision taken again has the same key")
+	}
+	for _, bad := range []string{"", "!!", DecisionKey(nil), "e30"} {
+		if _, err := ParseDecisionKey(bad); err == nil {
+			t.Errorf("ParseDecisionKey(%q) did not fail", bad)
 		}
 	}
 }
