@@ -4,7 +4,7 @@
 //
 // Each subcommand lives in its own file and is added to the root command by
 // NewRootCommand; the doctor and the MCP bridge, products of their own, live
-// in the packages doctor and mcpbridge below this one. A subcommand receives
+// in the packages doctor, mcpbridge and ui below this one. A subcommand receives
 // the shared *cmdline.Options, which hold the output streams and the
 // standard kubectl connection flags, and builds its API client through
 // Options.Client only when it talks to a cluster.
@@ -26,6 +26,7 @@ import (
 	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/cli/doctor"
 	"github.com/kubeskills/kubeskills/internal/cli/mcpbridge"
+	"github.com/kubeskills/kubeskills/internal/cli/ui"
 )
 
 // Exit codes of the plugin.
@@ -55,12 +56,15 @@ agents.
   doctor        tells whether a cluster is fit for kubeskills, and proves the
                 sandbox's network fence with canary pods
   mcp           serves an Agent's MCP endpoint over stdio, for MCP hosts
+  ui            starts a local web console, as you: the approvals inbox,
+                runs with their output and timeline, skills, agents and
+                policies
 
 Problems are printed one per line as PATH: FIELD: PROBLEM (HINT), where FIELD
 is the Skill field concerned. A command that finds a problem exits with 1.
 
 The plugin reads the kubeconfig like kubectl does; only commands that talk to
-a cluster (export NAME, approve, deny, list, doctor, mcp) use it.`
+a cluster (export NAME, approve, deny, list, doctor, mcp, ui) use it.`
 
 // NewRootCommand returns the `kubectl skills` command and its subcommands.
 func NewRootCommand(o *cmdline.Options) *cobra.Command {
@@ -88,6 +92,7 @@ func NewRootCommand(o *cmdline.Options) *cobra.Command {
 		newListCommand(o),
 		doctor.NewCommand(o),
 		mcpbridge.NewCommand(o),
+		ui.NewCommand(o),
 	)
 	return cmd
 }

@@ -1,0 +1,368 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
+	"github.com/kubeskills/kubeskills/internal/cli/approval"
+	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
+	"github.com/kubeskills/kubeskills/internal/cli/ui/guard"
+	"github.com/kubeskills/kubeskills/internal/cli/ui/render"
+)
+
+//go:embed templates static
+var files embed.FS
+
+// server serves the console's pages for one person.
+type server struct {
+	c client.WithWatch
+	// user is the person, as the API server knows them.
+	user string
+	// ns is the namespace shown; "" for every namespace.
+	ns    string
+	guard *guard.Guard
+	pages map[string]*template.Template
+	// stop ends the event streams when the console stops.
+	stop    context.Context
+	cancel  context.CancelFunc
+	started time.Time
+}
+
+// pageNames are the templates of templates/, each a page that fills the
+// layout.
+var pageNames = []string{"inbox", "runs", "run", "skills", "skill", "agent", "policy", "error"}
+
+func newServer(c client.WithWatch, user, ns string, g *guard.Guard) (*server, error) {
+	s := &server{c: c, user: user, ns: ns, guard: g, pages: map[string]*template.Template{}, started: time.Now()}
+	s.stop, s.cancel = context.WithCancel(context.Background())
+	funcs := template.FuncMap{
+		"since":  func(t time.Time) string { return render.Duration(time.Since(t).Truncate(time.Second)) },
+		"text":   render.Text,
+		"lower":  strings.ToLower,
+		"fields": strings.Fields,
+		"last":   func(m []render.Mark) int { return len(m) - 1 },
+		"add":    func(a, b float64) float64 { return a + b },
+		"sub":    func(a, b float64) float64 { return a - b },
+	}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("failed to parse the page %s: %w", name, err)
+		}
+		s.pages[name] = t
+	}
+	return s, nil
+}
+
+// close ends the event streams.
+func (s *server) close() { s.cancel() }
+
+// routes are the console's pages, behind the guard.
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(files, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /{$}", s.inbox)
+	mux.HandleFunc("GET /events", s.events)
+	mux.HandleFunc("GET /runs", s.runs)
+	mux.HandleFunc("GET /runs/{ns}/{name}", s.run)
+	mux.HandleFunc("POST /runs/{ns}/{name}/decide", s.decide)
+	mux.HandleFunc("GET /skills", s.skills)
+	mux.HandleFunc("GET /skills/{ns}/{name}", s.skill)
+	mux.HandleFunc("GET /agents/{ns}/{name}", s.agent)
+	mux.HandleFunc("GET /policies/{ns}/{name}", s.policy)
+	return mux
+}
+
+// page is what every page's layout shows, and the page's own data.
+type page struct {
+	Title, Nav string
+	User       string
+	Namespace  string
+	CSRF       string
+	// Error is a refusal or failure to show above the page, in one line.
+	Error string
+	// Notice says what a write did.
+	Notice string
+	Data   any
+}
+
+// show renders a page; status is the HTTP status to answer with.
+func (s *server) show(w http.ResponseWriter, status int, name string, p page) {
+	p.User, p.CSRF = cmdline.Printable(s.user), s.guard.CSRF()
+	p.Namespace = s.ns
+	if p.Namespace == "" {
+		p.Namespace = "every namespace"
+	}
+	var b bytes.Buffer
+	if err := s.pages[name].Execute(&b, p); err != nil {
+		http.Error(w, "failed to render the page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// fail shows a page that could not be read, with why, in one line.
+func (s *server) fail(w http.ResponseWriter, title string, err error) {
+	status, msg := http.StatusBadGateway, cmdline.OneLine(cmdline.APIMessage(err))
+	switch {
+	case apierrors.IsNotFound(err):
+		status = http.StatusNotFound
+	case apierrors.IsForbidden(err):
+		status = http.StatusForbidden
+		msg += " (the ClusterRole kubeskills-viewer, or Kubernetes' view, lets you read every kubeskills kind; ask for a RoleBinding to it)"
+	}
+	s.show(w, status, "error", page{Title: title, Error: msg})
+}
+
+// inScope tells whether a namespace in a URL is one the console shows.
+func (s *server) inScope(ns string) bool { return s.ns == "" || ns == s.ns }
+
+// listRuns lists the runs the console shows, newest first.
+func (s *server) listRuns(ctx context.Context) ([]skillsv1.CommandRun, error) {
+	var list skillsv1.CommandRunList
+	if err := s.c.List(ctx, &list, client.InNamespace(s.ns)); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(list.Items, func(a, b skillsv1.CommandRun) int {
+		if c := b.CreationTimestamp.Compare(a.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	return list.Items, nil
+}
+
+// inbox shows every run waiting for a person, oldest deadline first.
+func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.listRuns(r.Context())
+	if err != nil {
+		s.fail(w, "Approvals", err)
+		return
+	}
+	var waiting []runView
+	for i := range runs {
+		if runs[i].Status.Phase == skillsv1.PhaseAwaitingApproval {
+			waiting = append(waiting, s.view(r.Context(), &runs[i], false))
+		}
+	}
+	slices.SortStableFunc(waiting, func(a, b runView) int { return strings.Compare(a.Deadline, b.Deadline) })
+	s.show(w, http.StatusOK, "inbox", page{Title: "Approvals", Nav: "inbox", Data: waiting})
+}
+
+// runFilter is what the runs page shows.
+type runFilter struct {
+	Agent, Phase, Since string
+	Phases              []string
+	Runs                []runView
+}
+
+// sinceChoices are the ages the runs page filters by.
+var sinceChoices = map[string]time.Duration{"15m": 15 * time.Minute, "1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour}
+
+// runs lists runs, filtered by agent, phase and age.
+func (s *server) runs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := runFilter{Agent: q.Get("agent"), Phase: q.Get("phase"), Since: q.Get("since")}
+	for _, p := range []skillsv1.RunPhase{skillsv1.PhasePending, skillsv1.PhaseAwaitingApproval, skillsv1.PhaseRunning,
+		skillsv1.PhaseSucceeded, skillsv1.PhaseFailed, skillsv1.PhaseTimedOut, skillsv1.PhaseDenied, skillsv1.PhaseExpired} {
+		f.Phases = append(f.Phases, string(p))
+	}
+	since, filtered := sinceChoices[f.Since]
+	runs, err := s.listRuns(r.Context())
+	if err != nil {
+		s.fail(w, "Runs", err)
+		return
+	}
+	for i := range runs {
+		run := &runs[i]
+		if (f.Agent != "" && run.Spec.Agent != f.Agent) || (f.Phase != "" && string(run.Status.Phase) != f.Phase) ||
+			(filtered && time.Since(run.CreationTimestamp.Time) > since) {
+			continue
+		}
+		f.Runs = append(f.Runs, s.view(r.Context(), run, false))
+	}
+	s.show(w, http.StatusOK, "runs", page{Title: "Runs", Nav: "runs", Data: f})
+}
+
+// run shows one run.
+func (s *server) run(w http.ResponseWriter, r *http.Request) {
+	s.showRun(w, r, http.StatusOK, "", r.URL.Query().Get("decided"))
+}
+
+// showRun shows one run, with an error or a notice above it.
+func (s *server) showRun(w http.ResponseWriter, r *http.Request, status int, problem, notice string) {
+	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+	title := "Run " + key.Name
+	if !s.inScope(key.Namespace) {
+		s.show(w, http.StatusNotFound, "error", page{Title: title, Error: "namespace " + key.Namespace + " is not shown by this console"})
+		return
+	}
+	run := &skillsv1.CommandRun{}
+	if err := s.c.Get(r.Context(), key, run); err != nil {
+		s.fail(w, title, err)
+		return
+	}
+	switch notice {
+	case "approve", "deny":
+		notice = "Your " + map[string]string{"approve": "approval", "deny": "denial"}[notice] + " was recorded" + approval.SoFar(run, skillsv1.Approved) + "."
+	case "":
+	default:
+		notice = ""
+	}
+	s.show(w, status, "run", page{Title: title, Nav: "runs", Error: problem, Notice: notice, Data: s.view(r.Context(), run, true)})
+}
+
+// decide writes the person's approval or denial of a run: the same
+// spec.approvals entry `kubectl skills approve` writes, as the person, on
+// the decision the page showed them.
+func (s *server) decide(w http.ResponseWriter, r *http.Request) {
+	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+	verb := r.PostForm.Get("decision")
+	decision := map[string]skillsv1.ApprovalDecision{"approve": skillsv1.Approved, "deny": skillsv1.Denied}[verb]
+	reason := strings.TrimSpace(r.PostForm.Get("reason"))
+	var problem error
+	shown, err := approval.ParseDecisionKey(r.PostForm.Get("shown"))
+	switch {
+	case !s.inScope(key.Namespace):
+		problem = fmt.Errorf("namespace %s is not shown by this console", key.Namespace)
+	case decision == "":
+		problem = errors.New("choose Approve or Deny")
+		verb = "decide on"
+	case utf8.RuneCountInString(reason) > approval.MaxReason:
+		problem = fmt.Errorf("the reason is %d characters long, at most %d are allowed", utf8.RuneCountInString(reason), approval.MaxReason)
+	case err != nil:
+		problem = err
+	}
+	if problem != nil {
+		s.showRun(w, r, http.StatusBadRequest, fmt.Sprintf("failed to %s commandrun %s: %v", verb, key, problem), "")
+		return
+	}
+	entry := &skillsv1.Approval{Decision: decision, Approver: s.user, Reason: reason}
+	if _, err := approval.Set(r.Context(), s.c, key, entry, shown); err != nil {
+		status := http.StatusConflict
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			status = http.StatusForbidden
+		}
+		s.showRun(w, r, status, approval.Explain(err, verb, key).Error(), "")
+		return
+	}
+	http.Redirect(w, r, "/runs/"+key.Namespace+"/"+key.Name+"?decided="+verb, http.StatusSeeOther)
+}
+
+// skillRow is a Skill in the catalog.
+type skillRow struct {
+	Namespace, Name, Description, Ready, Message string
+	Warnings                                     int
+}
+
+// skills lists the Skills, with their Ready state and warnings.
+func (s *server) skills(w http.ResponseWriter, r *http.Request) {
+	var list skillsv1.SkillList
+	if err := s.c.List(r.Context(), &list, client.InNamespace(s.ns)); err != nil {
+		s.fail(w, "Skills", err)
+		return
+	}
+	var rows []skillRow
+	for _, sk := range list.Items {
+		ready, message := condition(sk.Status.Conditions, skillsv1.ReadyCondition)
+		rows = append(rows, skillRow{Namespace: sk.Namespace, Name: sk.Name, Description: sk.Spec.Description,
+			Ready: ready, Message: message, Warnings: len(sk.Status.Warnings)})
+	}
+	s.show(w, http.StatusOK, "skills", page{Title: "Skills", Nav: "skills", Data: rows})
+}
+
+// skillView is a Skill's page.
+type skillView struct {
+	Skill          *skillsv1.Skill
+	Ready, Message string
+	Body           template.HTML
+	Files          []fileRow
+}
+
+// fileRow is a bundled file of a Skill.
+type fileRow struct {
+	Path       string
+	Bytes      int
+	Executable bool
+}
+
+// skill shows a Skill: its SKILL.md rendered, its files, and why it was
+// refused, if it was.
+func (s *server) skill(w http.ResponseWriter, r *http.Request) {
+	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+	sk := &skillsv1.Skill{}
+	if err := s.get(r.Context(), key, sk); err != nil {
+		s.fail(w, "Skill "+key.Name, err)
+		return
+	}
+	v := skillView{Skill: sk, Body: render.Markdown(sk.Spec.Instructions)}
+	v.Ready, v.Message = condition(sk.Status.Conditions, skillsv1.ReadyCondition)
+	for _, f := range sk.Spec.Files {
+		n := len(f.BinaryContent)
+		if f.Content != nil {
+			n = len(*f.Content)
+		}
+		v.Files = append(v.Files, fileRow{Path: f.Path, Bytes: n, Executable: f.Executable})
+	}
+	s.show(w, http.StatusOK, "skill", page{Title: "Skill " + sk.Name, Nav: "skills", Data: v})
+}
+
+// agentView is an Agent's page.
+type agentView struct {
+	Agent          *skillsv1.Agent
+	Ready, Message string
+	Policy         string
+}
+
+// agent shows an Agent: its status, catalog and policy.
+func (s *server) agent(w http.ResponseWriter, r *http.Request) {
+	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
+	a := &skillsv1.Agent{}
+	if err := s.get(r.Context(), key, a); err != nil {
+		s.fail(w, "Agent "+key.Name, err)
+		return
+	}
+	v := agentView{Agent: a}
+	v.Ready, v.Message = condition(a.Status.Conditions, skillsv1.ReadyCondition)
+	if a.Spec.PolicyRef != nil {
+		v.Policy = a.Spec.PolicyRef.Name
+	}
+	s.show(w, http.StatusOK, "agent", page{Title: "Agent " + a.Name, Nav: "runs", Data: v})
+}
+
+// get reads an object the console shows.
+func (s *server) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	if !s.inScope(key.Namespace) {
+		return apierrors.NewNotFound(skillsv1.GroupVersion.WithResource("").GroupResource(), key.Name)
+	}
+	return s.c.Get(ctx, key, obj)
+}
+
+// condition returns the status and message of a condition, "Unknown" when
+// it is not there.
+func condition(conds []metav1.Condition, kind string) (string, string) {
+	for _, c := range conds {
+		if c.Type == kind {
+			return string(c.Status), c.Message
+		}
+	}
+	return string(metav1.ConditionUnknown), ""
+}
