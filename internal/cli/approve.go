@@ -150,11 +150,7 @@ func (o *approvalOptions) run(ctx context.Context, name string) error {
 		return fmt.Errorf("failed to %s commandrun %s: standard input is not a terminal, so nobody can answer the question; "+
 			"pass --yes to %s without it (nothing was changed)", o.verb(), key, o.verb())
 	}
-	cfg, err := o.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return fmt.Errorf("failed to load kubeconfig: %w", err)
-	}
-	user, err := approval.CurrentUser(ctx, cfg)
+	user, err := approval.CurrentUser(ctx, o.ConfigFlags)
 	if err != nil {
 		return err
 	}

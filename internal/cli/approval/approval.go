@@ -43,8 +43,18 @@ func SoFar(run *skillsv1.CommandRun, decision skillsv1.ApprovalDecision) string 
 	return fmt.Sprintf(" (%d of %d approvals)", len(t.Approvers), t.Required)
 }
 
+// Kubeconfig gives the REST config of the person's kubeconfig, as
+// kubectl's flags (genericclioptions.ConfigFlags) do.
+type Kubeconfig interface {
+	ToRESTConfig() (*rest.Config, error)
+}
+
 // CurrentUser asks the API server who the kubeconfig's credentials are.
-func CurrentUser(ctx context.Context, cfg *rest.Config) (string, error) {
+func CurrentUser(ctx context.Context, kubeconfig Kubeconfig) (string, error) {
+	cfg, err := kubeconfig.ToRESTConfig()
+	if err != nil {
+		return "", fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
 	c, err := authenticationclient.NewForConfig(cfg)
 	if err != nil {
 		return "", fmt.Errorf("failed to create client for %s: %w", cfg.Host, err)

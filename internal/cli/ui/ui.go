@@ -92,11 +92,7 @@ func (o *options) run(ctx context.Context) error {
 			return err
 		}
 	}
-	cfg, err := o.ConfigFlags.ToRESTConfig()
-	if err != nil {
-		return fmt.Errorf("failed to load kubeconfig: %w", err)
-	}
-	user, err := approval.CurrentUser(ctx, cfg)
+	user, err := approval.CurrentUser(ctx, o.ConfigFlags)
 	if err != nil {
 		return err
 	}
