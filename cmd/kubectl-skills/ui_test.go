@@ -94,21 +94,26 @@ func (c *console) get(t *testing.T, path string) (int, string) {
 // script-less form would: its hidden fields, the reason and the button.
 func (c *console) decide(t *testing.T, page, ns, name, decision, reason string) (int, string) {
 	t.Helper()
-	action := "/runs/" + ns + "/" + name + "/decide"
+	return c.submit(t, page, "/runs/"+ns+"/"+name+"/decide", url.Values{"reason": {reason}, "decision": {decision}}, "csrf", "shown")
+}
+
+// submit posts the form of page whose action is action, with its hidden
+// fields named hidden and values, from the console's origin.
+func (c *console) submit(t *testing.T, page, action string, values url.Values, hidden ...string) (int, string) {
+	t.Helper()
 	i := strings.Index(page, `action="`+action+`"`)
 	if i < 0 {
-		t.Fatalf("the page has no decision form for %s/%s:\n%s", ns, name, page)
+		t.Fatalf("the page has no form for %s:\n%s", action, page)
 	}
 	form := page[i:]
 	form = form[:strings.Index(form, "</form>")]
-	field := func(name string) string {
+	for _, name := range hidden {
 		m := regexp.MustCompile(`name="` + name + `" value="([^"]*)"`).FindStringSubmatch(form)
 		if m == nil {
 			t.Fatalf("the form has no %s: %s", name, form)
 		}
-		return html.UnescapeString(m[1])
+		values.Set(name, html.UnescapeString(m[1]))
 	}
-	values := url.Values{"csrf": {field("csrf")}, "shown": {field("shown")}, "reason": {reason}, "decision": {decision}}
 	req, err := http.NewRequest(http.MethodPost, c.base+action, strings.NewReader(values.Encode()))
 	if err != nil {
 		t.Fatal(err)
@@ -274,5 +279,12 @@ func TestConsole(t *testing.T) {
 	code, page = ac.get(t, "/policies/"+ns+"/ops-policy?command="+url.QueryEscape("kubectl get pods; rm -rf /"))
 	if code != http.StatusOK || !strings.Contains(text(page), "Action Never Rule rules[1] \"rm *\"") {
 		t.Errorf("the policy's page answered %d:\n%s", code, text(page))
+	}
+
+	// A chat with an agent that has no pod to reach says why, in one line.
+	_, page = ac.get(t, "/agents/"+ns+"/ops")
+	code, page = ac.submit(t, page, "/agents/"+ns+"/ops/chat", url.Values{"message": {"hello"}}, "csrf")
+	if code != http.StatusBadGateway || !strings.Contains(text(page), "the agent did not answer: ") {
+		t.Errorf("a chat with an agent without pods answered %d:\n%s", code, text(page))
 	}
 }

@@ -48,10 +48,10 @@ type agentTarget struct {
 	port int32
 }
 
-// lookupAgent finds the Agent name in ns, checks it serves MCP, and reads
-// its token, a ready pod and the pod's port of the API, with the user's
-// rights.
-func lookupAgent(ctx context.Context, c client.Client, ns, name string) (*agentTarget, error) {
+// lookupAgent finds the Agent name in ns, checks it serves MCP when mcp is
+// set, and reads its token, a ready pod and the pod's port of the API,
+// with the user's rights.
+func lookupAgent(ctx context.Context, c client.Client, ns, name string, mcp bool) (*agentTarget, error) {
 	agent := &unstructured.Unstructured{}
 	agent.SetGroupVersionKind(skillsv1.GroupVersion.WithKind("Agent"))
 	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, agent); err != nil {
@@ -63,7 +63,7 @@ func lookupAgent(ctx context.Context, c client.Client, ns, name string) (*agentT
 		}
 		return nil, explainBridgeAccess(err, fmt.Sprintf("get agent %s/%s", ns, name))
 	}
-	if !mcpEnabled(agent) {
+	if mcp && !mcpEnabled(agent) {
 		return nil, fmt.Errorf("agent %s/%s does not serve MCP: its spec.mcp.enabled is false", ns, name)
 	}
 	t := &agentTarget{name: name, namespace: ns, tokenSecret: tokenSecretName(agent)}

@@ -98,7 +98,7 @@ func (o *options) run(ctx context.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	target, err := lookupAgent(ctx, c, ns, o.agent)
+	target, err := lookupAgent(ctx, c, ns, o.agent, true)
 	if err != nil {
 		return err
 	}

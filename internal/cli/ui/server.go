@@ -16,6 +16,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
@@ -31,6 +32,8 @@ var files embed.FS
 // server serves the console's pages for one person.
 type server struct {
 	c client.WithWatch
+	// cfg is the person's REST config, for port-forwards to agents.
+	cfg *rest.Config
 	// user is the person, as the API server knows them.
 	user string
 	// ns is the namespace shown; "" for every namespace.
@@ -38,17 +41,17 @@ type server struct {
 	guard *guard.Guard
 	pages map[string]*template.Template
 	// stop ends the event streams when the console stops.
-	stop    context.Context
-	cancel  context.CancelFunc
-	started time.Time
+	stop   context.Context
+	cancel context.CancelFunc
+	chats  chats
 }
 
 // pageNames are the templates of templates/, each a page that fills the
 // layout.
 var pageNames = []string{"inbox", "runs", "run", "skills", "skill", "agent", "policy", "error"}
 
-func newServer(c client.WithWatch, user, ns string, g *guard.Guard) (*server, error) {
-	s := &server{c: c, user: user, ns: ns, guard: g, pages: map[string]*template.Template{}, started: time.Now()}
+func newServer(cfg *rest.Config, c client.WithWatch, user, ns string, g *guard.Guard) (*server, error) {
+	s := &server{cfg: cfg, c: c, user: user, ns: ns, guard: g, pages: map[string]*template.Template{}}
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	funcs := template.FuncMap{
 		"since":  func(t time.Time) string { return render.Duration(time.Since(t).Truncate(time.Second)) },
@@ -85,6 +88,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /skills", s.skills)
 	mux.HandleFunc("GET /skills/{ns}/{name}", s.skill)
 	mux.HandleFunc("GET /agents/{ns}/{name}", s.agent)
+	mux.HandleFunc("POST /agents/{ns}/{name}/chat", s.chat)
 	mux.HandleFunc("GET /policies/{ns}/{name}", s.policy)
 	return mux
 }
@@ -330,22 +334,34 @@ type agentView struct {
 	Agent          *skillsv1.Agent
 	Ready, Message string
 	Policy         string
+	// Chat is this console's conversation with the agent; CSRF is the
+	// console's token, for the chat's form.
+	Chat []chatMessage
+	CSRF string
 }
 
-// agent shows an Agent: its status, catalog and policy.
+// agent shows an Agent: its status, catalog and policy, and the chat.
 func (s *server) agent(w http.ResponseWriter, r *http.Request) {
+	s.showAgent(w, r, http.StatusOK, "")
+}
+
+// showAgent shows an Agent, with an error above it.
+func (s *server) showAgent(w http.ResponseWriter, r *http.Request, status int, problem string) {
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
 	a := &skillsv1.Agent{}
 	if err := s.get(r.Context(), key, a); err != nil {
 		s.fail(w, "Agent "+key.Name, err)
 		return
 	}
-	v := agentView{Agent: a}
+	v := agentView{Agent: a, CSRF: s.guard.CSRF()}
 	v.Ready, v.Message = condition(a.Status.Conditions, skillsv1.ReadyCondition)
 	if a.Spec.PolicyRef != nil {
 		v.Policy = a.Spec.PolicyRef.Name
 	}
-	s.show(w, http.StatusOK, "agent", page{Title: "Agent " + a.Name, Nav: "runs", Data: v})
+	for _, m := range s.chats.get(key) {
+		v.Chat = append(v.Chat, chatMessage{Role: m.Role, Content: render.Text(m.Content)})
+	}
+	s.show(w, status, "agent", page{Title: "Agent " + a.Name, Nav: "runs", Error: problem, Data: v})
 }
 
 // get reads an object the console shows.

@@ -43,7 +43,8 @@ Its pages:
                decision, approvals, output and a timeline of its life
   /skills      the catalog, each skill's SKILL.md rendered, its files, and
                why it was refused, if it was
-  /agents/...  an agent's status, catalog and policy
+  /agents/...  an agent's status, catalog and policy, and a chat with it
+               (through a port-forward made as you)
   /policies/...a policy's rules, and a box to try a command against it
 
 The URL it prints holds a random token, good until the console stops; open
@@ -92,6 +93,10 @@ func (o *options) run(ctx context.Context) error {
 			return err
 		}
 	}
+	cfg, err := o.ConfigFlags.ToRESTConfig()
+	if err != nil {
+		return fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
 	user, err := approval.CurrentUser(ctx, o.ConfigFlags)
 	if err != nil {
 		return err
@@ -109,7 +114,7 @@ func (o *options) run(ctx context.Context) error {
 		_ = l.Close()
 		return err
 	}
-	s, err := newServer(c, user, ns, g)
+	s, err := newServer(cfg, c, user, ns, g)
 	if err != nil {
 		_ = l.Close()
 		return err
