@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -48,13 +49,17 @@ import (
 // The tracing benchmarks run each measure with tracing on and off in the
 // same run, one operation each way in turn, in the order on, off, off, on
 // (and again), so that what else the machine does, and how it drifts as
-// objects pile up, hits both sides alike.
+// objects pile up, hits both sides alike. They do so in blocks, each in a
+// namespace of its own with an Agent of its own; the p50s are those of all
+// blocks together, and each block's ratio is reported too, to show how far
+// one block's figure strays.
 const (
-	// chatPairs chats are timed each way.
-	chatPairs = 64
-	// decisionPairs runs are timed each way. None ends, and the Agent's
-	// bound on runs at once (at most 1000) holds them all.
-	decisionPairs = 480
+	// chatBlocks blocks of chatPairs chats are timed each way.
+	chatBlocks, chatPairs = 2, 64
+	// decisionBlocks blocks of decisionPairs runs are timed each way. None
+	// of a block's runs ends, and its Agent's bound on runs at once (at
+	// most 1000) holds them all.
+	decisionBlocks, decisionPairs = 4, 480
 	// tracingWarmup chats or runs are made each way first and not timed.
 	tracingWarmup = 3
 )
@@ -88,61 +93,62 @@ const (
 // chat, the exports' included, and alloc-ratio; spans/chat, the spans
 // exported per traced chat.
 func BenchmarkTracingChat(b *testing.B) {
-	ctx := context.Background()
-	e := operatorEnv(b)
-	tr := startTracing(ctx, b)
-	for b.Loop() {
-		ns := e.Namespace(b)
-		model := modeltest.New(
-			modeltest.Tools(modeltest.Call(agent.ToolRunCommand, map[string]string{"command": "echo hi"})),
-			modeltest.Step{EchoToolResults: true})
-		model.Loop()
-		b.Cleanup(model.Close)
-		_, ag := commandAgent(ctx, b, e, ns, model.URL(), 0)
-		api := startRuntime(ctx, b, e, ag, model.URL())
-		kubelet := standInKubelet(ctx, b, e, ns)
-		hc := &http.Client{Timeout: time.Minute}
+	benchTracing(b, chatBlocks, "chat", tracedChats)
+}
 
-		chat := func(bool) time.Duration {
-			body := `{"model":"ops","messages":[{"role":"user","content":"say hi"}]}`
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/chat/completions", strings.NewReader(body))
-			if err != nil {
-				b.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
-			start := time.Now()
-			res, err := hc.Do(req)
-			if err != nil {
-				b.Fatalf("chat: %v (kubelet: %v)", err, kubelet.err())
-			}
-			data, err := io.ReadAll(res.Body)
-			_ = res.Body.Close()
-			took := time.Since(start)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var c struct {
-				Choices []struct {
-					Message struct {
-						Content string `json:"content"`
-					} `json:"message"`
-				} `json:"choices"`
-			}
-			if res.StatusCode != http.StatusOK || json.Unmarshal(data, &c) != nil || len(c.Choices) != 1 ||
-				!strings.Contains(c.Choices[0].Message.Content, `"phase":"Succeeded"`) || !strings.Contains(c.Choices[0].Message.Content, `"stdout":"hi\n"`) {
-				b.Fatalf("chat answered %d: %s (kubelet: %v)", res.StatusCode, data, kubelet.err())
-			}
-			return took
-		}
-		on, off := tr.pairs(ctx, b, chatPairs, chat)
-		if err := kubelet.err(); err != nil {
+// tracedChats times one block of chats each way, in a namespace of its own.
+func tracedChats(ctx context.Context, b *testing.B, e *testenv.Env, tr *tracing) block {
+	b.Helper()
+	ns := e.Namespace(b)
+	model := modeltest.New(
+		modeltest.Tools(modeltest.Call(agent.ToolRunCommand, map[string]string{"command": "echo hi"})),
+		modeltest.Step{EchoToolResults: true})
+	model.Loop()
+	b.Cleanup(model.Close)
+	_, ag := commandAgent(ctx, b, e, ns, model.URL(), 0)
+	api := startRuntime(ctx, b, e, ag, model.URL())
+	kubelet := standInKubelet(ctx, b, e, ns)
+	hc := &http.Client{Timeout: time.Minute}
+
+	chat := func(bool) time.Duration {
+		body := `{"model":"ops","messages":[{"role":"user","content":"say hi"}]}`
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/chat/completions", strings.NewReader(body))
+		if err != nil {
 			b.Fatal(err)
 		}
-		if kubelet.traced.Load() == 0 || kubelet.traced.Load() == kubelet.finished.Load() {
-			b.Fatalf("%d of %d sandboxes were traced, want some and not all", kubelet.traced.Load(), kubelet.finished.Load())
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		res, err := hc.Do(req)
+		if err != nil {
+			b.Fatalf("chat: %v (kubelet: %v)", err, kubelet.err())
 		}
-		tr.report(b, on, off, "chat")
+		data, err := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		took := time.Since(start)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var c struct {
+			Choices []struct {
+				Message struct {
+					Content string `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if res.StatusCode != http.StatusOK || json.Unmarshal(data, &c) != nil || len(c.Choices) != 1 ||
+			!strings.Contains(c.Choices[0].Message.Content, `"phase":"Succeeded"`) || !strings.Contains(c.Choices[0].Message.Content, `"stdout":"hi\n"`) {
+			b.Fatalf("chat answered %d: %s (kubelet: %v)", res.StatusCode, data, kubelet.err())
+		}
+		return took
 	}
+	bl := tr.pairs(ctx, b, chatPairs, chat)
+	if err := kubelet.err(); err != nil {
+		b.Fatal(err)
+	}
+	if kubelet.traced.Load() == 0 || kubelet.traced.Load() == kubelet.finished.Load() {
+		b.Fatalf("%d of %d sandboxes were traced, want some and not all", kubelet.traced.Load(), kubelet.finished.Load())
+	}
+	return bl
 }
 
 // BenchmarkTracingDecision files CommandRuns of `echo hi` (allowed by the
@@ -159,52 +165,68 @@ func BenchmarkTracingChat(b *testing.B) {
 // off-p50-ms, off-p90-ms, p50-ratio, on-alloc-KiB, off-alloc-KiB,
 // alloc-ratio and spans/run.
 func BenchmarkTracingDecision(b *testing.B) {
+	benchTracing(b, decisionBlocks, "run", tracedDecisions)
+}
+
+// tracedDecisions times one block of decisions each way, in a namespace of
+// its own.
+func tracedDecisions(ctx context.Context, b *testing.B, e *testenv.Env, tr *tracing) block {
+	b.Helper()
+	ns := e.Namespace(b)
+	// None of the runs ends: none waits in line.
+	_, ag := commandAgent(ctx, b, e, ns, "http://127.0.0.1:1/v1", 2*(tracingWarmup+decisionPairs))
+	decided := watchFirst(ctx, b, watcher(b, e), &skillsv1.CommandRunList{}, ns, func(o client.Object) bool {
+		r, ok := o.(*skillsv1.CommandRun)
+		return ok && r.Status.Decision != nil
+	})
+	defer decided.stop()
+	running := watchFirst(ctx, b, watcher(b, e), &skillsv1.CommandRunList{}, ns, func(o client.Object) bool {
+		r, ok := o.(*skillsv1.CommandRun)
+		return ok && r.Status.Phase == skillsv1.PhaseRunning
+	})
+	defer running.stop()
+
+	n := 0
+	file := func(on bool) time.Duration {
+		name := fmt.Sprintf("run-%03d", n)
+		n++
+		ctx, span := otel.Tracer(agentScope).Start(ctx, "execute_tool "+agent.ToolRunCommand)
+		defer span.End()
+		run := &skillsv1.CommandRun{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       skillsv1.CommandRunSpec{Agent: ag.Name, Command: "echo hi"},
+		}
+		tp := telemetry.Traceparent(ctx)
+		if tp != "" {
+			run.Annotations = map[string]string{skillsv1.AnnotationTraceparent: tp}
+		}
+		if on != (tp != "") {
+			b.Fatalf("run %s: tracing on %t, traceparent %q", name, on, tp)
+		}
+		seen, started := decided.expect(name), running.expect(name)
+		if err := e.Client.Create(ctx, run); err != nil {
+			b.Fatal(err)
+		}
+		created := time.Now()
+		at := decided.wait(b, name, seen)
+		running.wait(b, name, started)
+		return at.Sub(created)
+	}
+	return tr.pairs(ctx, b, decisionPairs, file)
+}
+
+// benchTracing times n blocks of operations (unit) each way, each made by
+// measure, and reports the figures of them all.
+func benchTracing(b *testing.B, n int, unit string, measure func(context.Context, *testing.B, *testenv.Env, *tracing) block) {
 	ctx := context.Background()
 	e := operatorEnv(b)
 	tr := startTracing(ctx, b)
 	for b.Loop() {
-		ns := e.Namespace(b)
-		// None of the runs ends: none waits in line.
-		_, ag := commandAgent(ctx, b, e, ns, "http://127.0.0.1:1/v1", 2*(tracingWarmup+decisionPairs))
-		decided := watchFirst(ctx, b, watcher(b, e), &skillsv1.CommandRunList{}, ns, func(o client.Object) bool {
-			r, ok := o.(*skillsv1.CommandRun)
-			return ok && r.Status.Decision != nil
-		})
-		defer decided.stop()
-		running := watchFirst(ctx, b, watcher(b, e), &skillsv1.CommandRunList{}, ns, func(o client.Object) bool {
-			r, ok := o.(*skillsv1.CommandRun)
-			return ok && r.Status.Phase == skillsv1.PhaseRunning
-		})
-		defer running.stop()
-
-		n := 0
-		file := func(on bool) time.Duration {
-			name := fmt.Sprintf("run-%03d", n)
-			n++
-			ctx, span := otel.Tracer(agentScope).Start(ctx, "execute_tool "+agent.ToolRunCommand)
-			defer span.End()
-			run := &skillsv1.CommandRun{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-				Spec:       skillsv1.CommandRunSpec{Agent: ag.Name, Command: "echo hi"},
-			}
-			tp := telemetry.Traceparent(ctx)
-			if tp != "" {
-				run.Annotations = map[string]string{skillsv1.AnnotationTraceparent: tp}
-			}
-			if on != (tp != "") {
-				b.Fatalf("run %s: tracing on %t, traceparent %q", name, on, tp)
-			}
-			seen, started := decided.expect(name), running.expect(name)
-			if err := e.Client.Create(ctx, run); err != nil {
-				b.Fatal(err)
-			}
-			created := time.Now()
-			at := decided.wait(b, name, seen)
-			running.wait(b, name, started)
-			return at.Sub(created)
+		var blocks []block
+		for range n {
+			blocks = append(blocks, measure(ctx, b, e, tr))
 		}
-		on, off := tr.pairs(ctx, b, decisionPairs, file)
-		tr.report(b, on, off, "run")
+		tr.report(b, blocks, unit)
 	}
 }
 
@@ -363,6 +385,8 @@ type tracing struct {
 	// exported counts the spans handed to the exporters, failed the
 	// exports that failed, received the bytes the collector read.
 	exported, failed, received atomic.Int64
+	// spans counts the spans exported in timed operations.
+	spans int64
 }
 
 // switched is the process's tracer provider while the benchmarks run: the
@@ -468,12 +492,15 @@ type side struct {
 	alloc uint64
 }
 
+// block is what one block measured, each way.
+type block struct{ on, off side }
+
 // pairs makes tracingWarmup operations each way, untimed, then n each
 // way, in turn: on, off, off, on, on, off, and so on. The spans made by
 // the operations with tracing on are exported (ForceFlush), untimed,
 // before an operation with tracing off, so that none is exported during
 // one; the export's allocations count on the side with tracing on.
-func (t *tracing) pairs(ctx context.Context, b *testing.B, n int, op func(on bool) time.Duration) (on, off side) {
+func (t *tracing) pairs(ctx context.Context, b *testing.B, n int, op func(on bool) time.Duration) block {
 	b.Helper()
 	one := func(tracingOn, flush bool, s *side) {
 		t.set(tracingOn)
@@ -494,7 +521,9 @@ func (t *tracing) pairs(ctx context.Context, b *testing.B, n int, op func(on boo
 		one(true, true, nil)
 		one(false, false, nil)
 	}
-	t.exported.Store(0)
+	exported := t.exported.Load()
+	defer func() { t.spans += t.exported.Load() - exported }()
+	var on, off side
 	tracingOn := func(i int) bool { return i%4 == 0 || i%4 == 3 }
 	for i := range 2 * n {
 		switch {
@@ -507,12 +536,21 @@ func (t *tracing) pairs(ctx context.Context, b *testing.B, n int, op func(on boo
 	if t.failed.Load() > 0 || t.received.Load() == 0 {
 		b.Fatalf("%d exports failed; the collector received %d bytes", t.failed.Load(), t.received.Load())
 	}
-	return on, off
+	return block{on, off}
 }
 
-// report reports the figures of both sides, per operation (unit).
-func (t *tracing) report(b *testing.B, on, off side, unit string) {
+// report reports the figures of both sides, per operation (unit), over
+// all blocks, and the least and the greatest ratio of one block's p50s.
+func (t *tracing) report(b *testing.B, blocks []block, unit string) {
 	b.Helper()
+	var on, off side
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, bl := range blocks {
+		on.times, off.times = append(on.times, bl.on.times...), append(off.times, bl.off.times...)
+		on.alloc, off.alloc = on.alloc+bl.on.alloc, off.alloc+bl.off.alloc
+		r := millis(percentile(bl.on.times, 50)) / millis(percentile(bl.off.times, 50))
+		lo, hi = math.Min(lo, r), math.Max(hi, r)
+	}
 	report := func(p float64, name string, ds []time.Duration) float64 {
 		v := millis(percentile(ds, p))
 		b.ReportMetric(v, name)
@@ -522,12 +560,15 @@ func (t *tracing) report(b *testing.B, on, off side, unit string) {
 	report(90, "on-p90-ms", on.times)
 	report(90, "off-p90-ms", off.times)
 	b.ReportMetric(on50/off50, "p50-ratio")
+	b.ReportMetric(lo, "block-ratio-min")
+	b.ReportMetric(hi, "block-ratio-max")
+	b.ReportMetric(float64(len(blocks)), "blocks")
 	onAlloc, offAlloc := float64(on.alloc)/1024/float64(len(on.times)), float64(off.alloc)/1024/float64(len(off.times))
 	b.ReportMetric(onAlloc, "on-alloc-KiB")
 	b.ReportMetric(offAlloc, "off-alloc-KiB")
 	b.ReportMetric(onAlloc/offAlloc, "alloc-ratio")
 	b.ReportMetric(float64(len(on.times)), unit+"s")
-	b.ReportMetric(float64(t.exported.Load())/float64(len(on.times)), "spans/"+unit)
+	b.ReportMetric(float64(t.spans)/float64(len(on.times)), "spans/"+unit)
 }
 
 // allocated is the bytes this process has allocated on the heap.
