@@ -14,7 +14,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	skillsv1 "github.com/kubeskills/kubeskills/api/v1alpha1"
 	"github.com/kubeskills/kubeskills/internal/cli/cmdline"
 	"github.com/kubeskills/kubeskills/internal/cli/mcpbridge"
 	"github.com/kubeskills/kubeskills/internal/cli/ui/render"
@@ -88,21 +87,18 @@ func (s *server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		problem = "the agent did not answer: " + cmdline.OneLine(err.Error())
 	}
-	s.showAgent(w, r, http.StatusBadGateway, problem)
+	s.redirect(w, r, "/agents/"+key.Namespace+"/"+key.Name, problem)
 }
 
 // ask sends a conversation to the agent and returns its answer.
 func (s *server) ask(ctx context.Context, key client.ObjectKey, messages []chatMessage) (string, error) {
-	agent := &skillsv1.Agent{}
-	if err := s.c.Get(ctx, key, agent); err != nil {
-		return "", err
-	}
 	api, err := mcpbridge.Connect(ctx, s.cfg, s.c, key.Namespace, key.Name)
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = api.Close() }()
-	body, err := json.Marshal(map[string]any{"model": agent.Spec.Model.Name, "messages": messages})
+	// An agent serves one model, named after it.
+	body, err := json.Marshal(map[string]any{"model": key.Name, "messages": messages})
 	if err != nil {
 		return "", err
 	}

@@ -3,7 +3,9 @@ package ui
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -44,6 +47,9 @@ type server struct {
 	stop   context.Context
 	cancel context.CancelFunc
 	chats  chats
+	// flashes hold the errors of writes, for the page the browser is sent
+	// to next.
+	flashes flashes
 }
 
 // pageNames are the templates of templates/, each a page that fills the
@@ -80,6 +86,9 @@ func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(files, "static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, static, "icon.svg")
+	})
 	mux.HandleFunc("GET /{$}", s.inbox)
 	mux.HandleFunc("GET /events", s.events)
 	mux.HandleFunc("GET /runs", s.runs)
@@ -208,11 +217,11 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 
 // run shows one run.
 func (s *server) run(w http.ResponseWriter, r *http.Request) {
-	s.showRun(w, r, http.StatusOK, "", r.URL.Query().Get("decided"))
+	s.showRun(w, r, s.flashes.take(r.URL.Query().Get("problem")), r.URL.Query().Get("decided"))
 }
 
 // showRun shows one run, with an error or a notice above it.
-func (s *server) showRun(w http.ResponseWriter, r *http.Request, status int, problem, notice string) {
+func (s *server) showRun(w http.ResponseWriter, r *http.Request, problem, notice string) {
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
 	title := "Run " + key.Name
 	if !s.inScope(key.Namespace) {
@@ -231,12 +240,13 @@ func (s *server) showRun(w http.ResponseWriter, r *http.Request, status int, pro
 	default:
 		notice = ""
 	}
-	s.show(w, status, "run", page{Title: title, Nav: "runs", Error: problem, Notice: notice, Data: s.view(r.Context(), run, true)})
+	s.show(w, http.StatusOK, "run", page{Title: title, Nav: "runs", Error: problem, Notice: notice, Data: s.view(r.Context(), run, true)})
 }
 
 // decide writes the person's approval or denial of a run: the same
 // spec.approvals entry `kubectl skills approve` writes, as the person, on
-// the decision the page showed them.
+// the decision the page showed them. Either way it sends the browser to
+// the run's page (post, redirect, get), with what it did or why it failed.
 func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
 	verb := r.PostForm.Get("decision")
@@ -256,16 +266,12 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request) {
 		problem = err
 	}
 	if problem != nil {
-		s.showRun(w, r, http.StatusBadRequest, fmt.Sprintf("failed to %s commandrun %s: %v", verb, key, problem), "")
+		s.redirect(w, r, "/runs/"+key.Namespace+"/"+key.Name, fmt.Sprintf("failed to %s commandrun %s: %v", verb, key, problem))
 		return
 	}
 	entry := &skillsv1.Approval{Decision: decision, Approver: s.user, Reason: reason}
 	if _, err := approval.Set(r.Context(), s.c, key, entry, shown); err != nil {
-		status := http.StatusConflict
-		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
-			status = http.StatusForbidden
-		}
-		s.showRun(w, r, status, approval.Explain(err, verb, key).Error(), "")
+		s.redirect(w, r, "/runs/"+key.Namespace+"/"+key.Name, approval.Explain(err, verb, key).Error())
 		return
 	}
 	http.Redirect(w, r, "/runs/"+key.Namespace+"/"+key.Name+"?decided="+verb, http.StatusSeeOther)
@@ -342,11 +348,11 @@ type agentView struct {
 
 // agent shows an Agent: its status, catalog and policy, and the chat.
 func (s *server) agent(w http.ResponseWriter, r *http.Request) {
-	s.showAgent(w, r, http.StatusOK, "")
+	s.showAgent(w, r, s.flashes.take(r.URL.Query().Get("problem")))
 }
 
 // showAgent shows an Agent, with an error above it.
-func (s *server) showAgent(w http.ResponseWriter, r *http.Request, status int, problem string) {
+func (s *server) showAgent(w http.ResponseWriter, r *http.Request, problem string) {
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
 	a := &skillsv1.Agent{}
 	if err := s.get(r.Context(), key, a); err != nil {
@@ -361,7 +367,48 @@ func (s *server) showAgent(w http.ResponseWriter, r *http.Request, status int, p
 	for _, m := range s.chats.get(key) {
 		v.Chat = append(v.Chat, chatMessage{Role: m.Role, Content: render.Text(m.Content)})
 	}
-	s.show(w, status, "agent", page{Title: "Agent " + a.Name, Nav: "runs", Error: problem, Data: v})
+	s.show(w, http.StatusOK, "agent", page{Title: "Agent " + a.Name, Nav: "runs", Error: problem, Data: v})
+}
+
+// redirect sends the browser to path after a write, with problem, when
+// there is one, kept for the page to show: only its random key is in the
+// URL, so no link can put words of its own on a console page.
+func (s *server) redirect(w http.ResponseWriter, r *http.Request, path, problem string) {
+	if problem != "" {
+		path += "?problem=" + s.flashes.put(problem)
+	}
+	http.Redirect(w, r, path, http.StatusSeeOther)
+}
+
+// flashes are messages kept for one page, by random key.
+type flashes struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxFlashes bounds the messages kept: past it, the console starts anew.
+const maxFlashes = 64
+
+func (f *flashes) put(msg string) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	key := hex.EncodeToString(b)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) >= maxFlashes {
+		f.m = map[string]string{}
+	}
+	f.m[key] = msg
+	return key
+}
+
+// take returns, and forgets, the message of key; "" for none.
+func (f *flashes) take(key string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	msg := f.m[key]
+	delete(f.m, key)
+	return msg
 }
 
 // get reads an object the console shows.

@@ -11,9 +11,10 @@
 //     console's origin (Origin, and Sec-Fetch-Site when the browser sends
 //     it) and carries the console's CSRF token in its form.
 //
-// Every answer forbids framing, sniffing, referrers and caching, and has a
-// Content-Security-Policy that allows scripts, styles and images from the
-// console alone: no inline script, no inline style, nothing from elsewhere.
+// Every answer forbids framing, sniffing, referrers to other sites and
+// caching, and has a Content-Security-Policy that allows scripts, styles
+// and images from the console alone: no inline script, no inline style,
+// nothing from elsewhere.
 package guard
 
 import (
@@ -28,8 +29,11 @@ import (
 	"strconv"
 )
 
-// CookieName is the session cookie's name.
-const CookieName = "kubeskills-ui"
+// cookiePrefix starts the session cookie's name, which ends with the
+// console's port: a browser keeps cookies by host, not by port, so two
+// consoles on one machine (two contexts, two people) would otherwise take
+// each other's session.
+const cookiePrefix = "kubeskills-ui-"
 
 // CSRFField is the form field that carries the CSRF token.
 const CSRFField = "csrf"
@@ -43,6 +47,7 @@ const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 
 // Guard checks every request to the console listening on port of loopback.
 type Guard struct {
+	cookie  string
 	hosts   []string
 	origins []string
 	token   string
@@ -60,7 +65,7 @@ func New(port int) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{token: token, csrf: csrf}
+	g := &Guard{cookie: cookiePrefix + strconv.Itoa(port), token: token, csrf: csrf}
 	for _, h := range []string{"127.0.0.1", "localhost"} {
 		host := net.JoinHostPort(h, strconv.Itoa(port))
 		g.hosts = append(g.hosts, host)
@@ -93,7 +98,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", ContentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Cross-Origin-Resource-Policy", "same-origin")
@@ -105,7 +110,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			g.startSession(w, r, t)
 			return
 		}
-		if c, err := r.Cookie(CookieName); err != nil || !equal(c.Value, g.token) {
+		if c, err := r.Cookie(g.cookie); err != nil || !equal(c.Value, g.token) {
 			http.Error(w, "no session: open the URL that `kubectl skills ui` printed", http.StatusUnauthorized)
 			return
 		}
@@ -127,7 +132,7 @@ func (g *Guard) startSession(w http.ResponseWriter, r *http.Request, token strin
 		http.Error(w, "wrong token: open the URL that `kubectl skills ui` printed", http.StatusUnauthorized)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: g.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: g.cookie, Value: g.token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	u := *r.URL
 	q := u.Query()
 	q.Del(TokenParam)

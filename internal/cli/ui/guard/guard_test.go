@@ -31,8 +31,8 @@ func session(t *testing.T) (*Guard, http.Handler, *int, *http.Cookie) {
 		t.Fatalf("the printed URL answered %d, Location %q; want 303 to /runs, without the token", rec.Code, rec.Header().Get("Location"))
 	}
 	cookies := rec.Result().Cookies()
-	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode {
-		t.Fatalf("cookies %+v, want one HttpOnly SameSite=Strict session cookie", cookies)
+	if len(cookies) != 1 || !cookies[0].HttpOnly || cookies[0].SameSite != http.SameSiteStrictMode || cookies[0].Name != "kubeskills-ui-8123" {
+		t.Fatalf("cookies %+v, want one HttpOnly SameSite=Strict session cookie named after the port", cookies)
 	}
 	return g, h, &reached, cookies[0]
 }
@@ -55,7 +55,7 @@ func TestGuard(t *testing.T) {
 		{name: "DNS rebinding: a hostile name that resolves to loopback", method: "GET", host: "evil.example:8123", cookie: cookie, want: 421},
 		{name: "another port", method: "GET", host: "127.0.0.1:9999", cookie: cookie, want: 421},
 		{name: "no session", method: "GET", host: "127.0.0.1:8123", want: 401},
-		{name: "a forged session", method: "GET", host: "127.0.0.1:8123", cookie: &http.Cookie{Name: CookieName, Value: "guess"}, want: 401},
+		{name: "a forged session", method: "GET", host: "127.0.0.1:8123", cookie: &http.Cookie{Name: g.cookie, Value: "guess"}, want: 401},
 		{name: "a write from the console", method: "POST", host: "127.0.0.1:8123", origin: "http://127.0.0.1:8123", site: "same-origin",
 			cookie: cookie, body: form(g.CSRF()), want: 200},
 		{name: "a write from a forged origin", method: "POST", host: "127.0.0.1:8123", origin: "http://evil.example",
