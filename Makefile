@@ -67,7 +67,7 @@ flux-crds: ## Fetch Flux's source- and kustomize-controller CRDs for tests into 
 	@hack/flux-crds.sh >/dev/null
 
 .PHONY: test-tools
-test-tools: ## Install the Debian packages the tests need (shells, Node.js, and the real programs of the red-team corpus).
+test-tools: ## Install the Debian packages the tests need (shells, Node.js, Chromium, and the real programs of the red-team corpus).
 	@hack/test-tools.sh
 
 .PHONY: test

@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/charmbracelet/x/ansi v0.12.0
+	github.com/chromedp/cdproto v0.160.5
+	github.com/chromedp/chromedp v0.23.1
 	github.com/cyphar/filepath-securejoin v0.6.1
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/fluxcd/pkg/http/fetch v0.22.0
@@ -64,6 +66,7 @@ require (
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-errors/errors v1.4.2 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect

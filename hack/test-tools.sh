@@ -7,7 +7,9 @@
 # corpus (test/redteam) attacks through: pagers and formatters (less,
 # man-db), interpreters and tools that start programs (gawk, mawk, sed, git,
 # make, tar with zstd, findutils, sshpass, jq, perl, python3, curl) and a
-# multi-call coreutils (rust-coreutils). A second run does nothing.
+# multi-call coreutils (rust-coreutils), and Chromium, the headless browser
+# the e2e drives the console (`kubectl skills ui`) with. A second run does
+# nothing.
 set -euo pipefail
 
 need=()
@@ -15,6 +17,7 @@ command -v dash >/dev/null || need+=(dash)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
+command -v chromium >/dev/null || need+=(chromium)
 # program package: what test/redteam runs for real.
 for pair in less:less man:man-db gawk:gawk mawk:mawk sed:sed git:git make:make \
   tar:tar zstd:zstd find:findutils xargs:findutils sshpass:sshpass jq:jq \

@@ -113,6 +113,7 @@ func TestEndToEnd(t *testing.T) {
 		{"4 chat runs an allowed command", chatRunsCommand},
 		{"5 ask approve deny expire never", approvals},
 		{"5b two approvers of two, end to end", twoOfTwo},
+		{"5b2 the console in a real browser: two approvers, a bystander, a chat, hostile markup", consoleInABrowser},
 		{"5c a program the approved line starts is judged in the sandbox", childJudged},
 		{"5d the operator's metrics count the runs there are", metricsCountWhatHappened},
 		{"5d2 the agent's metrics, for the metrics reader only, count its chats and commands", agentMetricsCountWhatHappened},
