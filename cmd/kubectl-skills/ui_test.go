@@ -286,6 +286,21 @@ func TestConsole(t *testing.T) {
 		t.Errorf("the policy's page answered %d:\n%s", code, text(page))
 	}
 
+	// The runs, filtered by phase and by agent; the skills, with their
+	// Ready state.
+	for query, want := range map[string]string{
+		"?phase=Succeeded&since=1h": "console/restart ops kubectl rollout restart deploy/web Succeeded Ask",
+		"?phase=Denied":             "No runs.",
+		"?agent=someone-else":       "No runs.",
+	} {
+		if code, page := ac.get(t, "/runs"+query); code != http.StatusOK || !strings.Contains(text(page), want) {
+			t.Errorf("runs%s answered %d, want it to show %q:\n%s", query, code, want, text(page))
+		}
+	}
+	if code, page := ac.get(t, "/skills"); code != http.StatusOK || !regexp.MustCompile(`console/hostile (True|False|Unknown)`).MatchString(text(page)) {
+		t.Errorf("the skills page answered %d:\n%s", code, text(page))
+	}
+
 	// A chat with an agent that has no pod to reach says why, in one line.
 	_, page = ac.get(t, "/agents/"+ns+"/ops")
 	code, page = ac.submit(t, page, "/agents/"+ns+"/ops/chat", url.Values{"message": {"hello"}}, "csrf")
