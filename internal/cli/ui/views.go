@@ -24,7 +24,8 @@ type runView struct {
 	Created time.Time
 	// Deadline is when a run awaiting approval expires (RFC 3339, UTC).
 	Deadline string
-	// Fields is what `kubectl skills approve` prints before a decision.
+	// Fields is what `kubectl skills approve` prints before a decision;
+	// none in a list of runs.
 	Fields []approval.Field
 	// Decidable tells whether the person may approve or deny now; Blocked
 	// says why not, when the run waits for a person.
@@ -60,8 +61,9 @@ type resultView struct {
 }
 
 // view makes the view of a run; full adds what only its own page shows
-// (the sandbox identity, the approvals, the output and the timeline),
-// which may take more reads.
+// (the approvals, the output and the timeline), which may take more
+// reads. The summary of what is decided on is made for a run that waits
+// for a person, or for its own page.
 func (s *server) view(ctx context.Context, run *skillsv1.CommandRun, full bool) runView {
 	v := runView{Namespace: run.Namespace, Name: run.Name, Agent: run.Spec.Agent, Phase: string(run.Status.Phase),
 		Short: cmdline.Cell(run.Spec.Command, 80), Created: run.CreationTimestamp.Time, TraceID: run.Status.TraceID,
@@ -81,11 +83,9 @@ func (s *server) view(ctx context.Context, run *skillsv1.CommandRun, full bool) 
 			v.Decidable = true
 		}
 	}
-	sandbox := "ServiceAccount " + run.Status.ServiceAccountName
 	if full || run.Status.Phase == skillsv1.PhaseAwaitingApproval {
-		sandbox = approval.SandboxIdentity(ctx, s.c, run)
+		v.Fields = approval.Summarize(run, approval.SandboxIdentity(ctx, s.c, run))
 	}
-	v.Fields = approval.Summarize(run, sandbox)
 	if !full {
 		return v
 	}
