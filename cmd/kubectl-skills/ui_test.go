@@ -224,6 +224,16 @@ func TestConsole(t *testing.T) {
 		t.Errorf("alice's run page after her approval:\n%s", text(page))
 	}
 
+	// A denial ends a run at once; its notice counts no approvals.
+	request(t, bob, ns, "drain", "kubectl drain node-1")
+	waitPhase(t, ns, "drain", skillsv1.PhaseAwaitingApproval)
+	_, page = ac.get(t, "/runs/"+ns+"/drain")
+	if code, page := ac.decide(t, page, ns, "drain", "deny", "not during business hours"); code != http.StatusOK ||
+		!strings.Contains(text(page), "Your denial was recorded.") {
+		t.Fatalf("alice's denial answered %d:\n%s", code, text(page))
+	}
+	waitPhase(t, ns, "drain", skillsv1.PhaseDenied)
+
 	// Erin approves: the run runs.
 	_, erins := ec.get(t, "/")
 	if code, page := ec.decide(t, erins, ns, "restart", "approve", "second pair of eyes"); code != http.StatusOK {
@@ -290,7 +300,8 @@ func TestConsole(t *testing.T) {
 	// Ready state.
 	for query, want := range map[string]string{
 		"?phase=Succeeded&since=1h": "console/restart ops kubectl rollout restart deploy/web Succeeded Ask",
-		"?phase=Denied":             "No runs.",
+		"?phase=Denied":             "console/drain ops kubectl drain node-1 Denied Ask",
+		"?phase=Expired":            "No runs.",
 		"?agent=someone-else":       "No runs.",
 	} {
 		if code, page := ac.get(t, "/runs"+query); code != http.StatusOK || !strings.Contains(text(page), want) {

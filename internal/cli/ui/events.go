@@ -33,7 +33,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wi, err := s.c.Watch(ctx, &skillsv1.CommandRunList{}, client.InNamespace(s.ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion, AllowWatchBookmarks: false}})
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return

@@ -3,9 +3,7 @@ package ui
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -18,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,13 +59,12 @@ func newServer(cfg *rest.Config, c client.WithWatch, user, ns string, g *guard.G
 	s := &server{cfg: cfg, c: c, user: user, ns: ns, guard: g, pages: map[string]*template.Template{}}
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	funcs := template.FuncMap{
-		"since":  func(t time.Time) string { return render.Duration(time.Since(t).Truncate(time.Second)) },
-		"text":   render.Text,
-		"lower":  strings.ToLower,
-		"fields": strings.Fields,
-		"last":   func(m []render.Mark) int { return len(m) - 1 },
-		"add":    func(a, b float64) float64 { return a + b },
-		"sub":    func(a, b float64) float64 { return a - b },
+		"since": func(t time.Time) string { return render.Duration(time.Since(t).Truncate(time.Second)) },
+		"text":  render.Text,
+		"lower": strings.ToLower,
+		"last":  func(m []render.Mark) int { return len(m) - 1 },
+		"add":   func(a, b float64) float64 { return a + b },
+		"sub":   func(a, b float64) float64 { return a - b },
 	}
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/parts.html", "templates/"+name+".html")
@@ -183,22 +181,32 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request) {
 // runFilter is what the runs page shows.
 type runFilter struct {
 	Agent, Phase, Since string
-	Phases              []string
+	Phases, Sinces      []string
 	Runs                []runView
 }
 
-// sinceChoices are the ages the runs page filters by.
-var sinceChoices = map[string]time.Duration{"15m": 15 * time.Minute, "1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour}
+// runPhases are the phases the runs page filters by.
+var runPhases = []string{string(skillsv1.PhasePending), string(skillsv1.PhaseAwaitingApproval), string(skillsv1.PhaseRunning),
+	string(skillsv1.PhaseSucceeded), string(skillsv1.PhaseFailed), string(skillsv1.PhaseTimedOut), string(skillsv1.PhaseDenied),
+	string(skillsv1.PhaseExpired)}
+
+// sinceChoices are the ages the runs page filters by, in order.
+var sinceChoices = []struct {
+	name string
+	age  time.Duration
+}{{"15m", 15 * time.Minute}, {"1h", time.Hour}, {"24h", 24 * time.Hour}, {"7d", 7 * 24 * time.Hour}}
 
 // runs lists runs, filtered by agent, phase and age.
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := runFilter{Agent: q.Get("agent"), Phase: q.Get("phase"), Since: q.Get("since")}
-	for _, p := range []skillsv1.RunPhase{skillsv1.PhasePending, skillsv1.PhaseAwaitingApproval, skillsv1.PhaseRunning,
-		skillsv1.PhaseSucceeded, skillsv1.PhaseFailed, skillsv1.PhaseTimedOut, skillsv1.PhaseDenied, skillsv1.PhaseExpired} {
-		f.Phases = append(f.Phases, string(p))
+	f := runFilter{Agent: q.Get("agent"), Phase: q.Get("phase"), Since: q.Get("since"), Phases: runPhases}
+	var since time.Duration
+	for _, c := range sinceChoices {
+		f.Sinces = append(f.Sinces, c.name)
+		if c.name == f.Since {
+			since = c.age
+		}
 	}
-	since, filtered := sinceChoices[f.Since]
 	runs, err := s.listRuns(r.Context())
 	if err != nil {
 		s.fail(w, "Runs", err)
@@ -207,7 +215,7 @@ func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	for i := range runs {
 		run := &runs[i]
 		if (f.Agent != "" && run.Spec.Agent != f.Agent) || (f.Phase != "" && string(run.Status.Phase) != f.Phase) ||
-			(filtered && time.Since(run.CreationTimestamp.Time) > since) {
+			(since > 0 && time.Since(run.CreationTimestamp.Time) > since) {
 			continue
 		}
 		f.Runs = append(f.Runs, s.view(r.Context(), run, false))
@@ -224,19 +232,16 @@ func (s *server) run(w http.ResponseWriter, r *http.Request) {
 func (s *server) showRun(w http.ResponseWriter, r *http.Request, problem, notice string) {
 	key := client.ObjectKey{Namespace: r.PathValue("ns"), Name: r.PathValue("name")}
 	title := "Run " + key.Name
-	if !s.inScope(key.Namespace) {
-		s.show(w, http.StatusNotFound, "error", page{Title: title, Error: "namespace " + key.Namespace + " is not shown by this console"})
-		return
-	}
 	run := &skillsv1.CommandRun{}
-	if err := s.c.Get(r.Context(), key, run); err != nil {
+	if err := s.get(r.Context(), key, run); err != nil {
 		s.fail(w, title, err)
 		return
 	}
 	switch notice {
-	case "approve", "deny":
-		notice = "Your " + map[string]string{"approve": "approval", "deny": "denial"}[notice] + " was recorded" + approval.SoFar(run, skillsv1.Approved) + "."
-	case "":
+	case "approve":
+		notice = "Your approval was recorded" + approval.SoFar(run, skillsv1.Approved) + "."
+	case "deny":
+		notice = "Your denial was recorded."
 	default:
 		notice = ""
 	}
@@ -375,7 +380,12 @@ func (s *server) showAgent(w http.ResponseWriter, r *http.Request, problem strin
 // URL, so no link can put words of its own on a console page.
 func (s *server) redirect(w http.ResponseWriter, r *http.Request, path, problem string) {
 	if problem != "" {
-		path += "?problem=" + s.flashes.put(problem)
+		key, err := s.flashes.put(problem)
+		if err != nil {
+			http.Error(w, problem, http.StatusInternalServerError)
+			return
+		}
+		path += "?problem=" + key
 	}
 	http.Redirect(w, r, path, http.StatusSeeOther)
 }
@@ -389,17 +399,18 @@ type flashes struct {
 // maxFlashes bounds the messages kept: past it, the console starts anew.
 const maxFlashes = 64
 
-func (f *flashes) put(msg string) string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	key := hex.EncodeToString(b)
+func (f *flashes) put(msg string) (string, error) {
+	key, err := guard.NewToken()
+	if err != nil {
+		return "", err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil || len(f.m) >= maxFlashes {
 		f.m = map[string]string{}
 	}
 	f.m[key] = msg
-	return key
+	return key, nil
 }
 
 // take returns, and forgets, the message of key; "" for none.
@@ -411,10 +422,12 @@ func (f *flashes) take(key string) string {
 	return msg
 }
 
-// get reads an object the console shows.
+// get reads an object the console shows; one of a namespace it does not
+// show is not found.
 func (s *server) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
 	if !s.inScope(key.Namespace) {
-		return apierrors.NewNotFound(skillsv1.GroupVersion.WithResource("").GroupResource(), key.Name)
+		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotFound,
+			Reason: metav1.StatusReasonNotFound, Message: "namespace " + key.Namespace + " is not shown by this console"}}
 	}
 	return s.c.Get(ctx, key, obj)
 }
@@ -422,10 +435,8 @@ func (s *server) get(ctx context.Context, key client.ObjectKey, obj client.Objec
 // condition returns the status and message of a condition, "Unknown" when
 // it is not there.
 func condition(conds []metav1.Condition, kind string) (string, string) {
-	for _, c := range conds {
-		if c.Type == kind {
-			return string(c.Status), c.Message
-		}
+	if c := apimeta.FindStatusCondition(conds, kind); c != nil {
+		return string(c.Status), c.Message
 	}
 	return string(metav1.ConditionUnknown), ""
 }

@@ -57,11 +57,11 @@ type Guard struct {
 // New returns the guard of a console listening on 127.0.0.1:port, with
 // fresh random tokens.
 func New(port int) (*Guard, error) {
-	token, err := random()
+	token, err := NewToken()
 	if err != nil {
 		return nil, err
 	}
-	csrf, err := random()
+	csrf, err := NewToken()
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +74,9 @@ func New(port int) (*Guard, error) {
 	return g, nil
 }
 
-// random returns 32 random bytes, base64url-encoded.
-func random() (string, error) {
+// NewToken returns 32 random bytes, base64url-encoded: a value nobody can
+// guess.
+func NewToken() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("failed to make a random token: %w", err)
