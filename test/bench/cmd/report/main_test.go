@@ -84,8 +84,8 @@ func mustFloat(t *testing.T, s string) float64 {
 // item 8, each judged on the ratio of its p50s against the issue's 5 %.
 func TestTracingRows(t *testing.T) {
 	var r results
-	r.parse(`BenchmarkTracingChat-2   	1	10122556469 ns/op	48.00 chats	1.029 alloc-ratio	2000 off-alloc-KiB	108.7 off-p50-ms	118.3 off-p90-ms	2058 on-alloc-KiB	112.0 on-p50-ms	115.1 on-p90-ms	1.030 p50-ratio	0.9900 block-ratio-min	1.070 block-ratio-max	2.000 blocks	7.000 spans/chat
-BenchmarkTracingDecision-2	1	6580339085 ns/op	0.9989 alloc-ratio	400.0 off-alloc-KiB	10.00 off-p50-ms	23.27 off-p90-ms	399.6 on-alloc-KiB	10.80 on-p50-ms	14.39 on-p90-ms	1.080 p50-ratio	1.040 block-ratio-min	1.120 block-ratio-max	4.000 blocks	150.0 runs	1.960 spans/run
+	r.parse(`BenchmarkTracingChat-2   	1	10122556469 ns/op	48.00 chats	1.029 alloc-ratio	2000 off-alloc-KiB	108.7 off-p50-ms	118.3 off-p90-ms	2058 on-alloc-KiB	112.0 on-p50-ms	115.1 on-p90-ms	1.030 p50-ratio	1.0104 p50-ratio-ci-lo	1.049 p50-ratio-ci-hi	0.9900 block-ratio-min	1.070 block-ratio-max	2.000 blocks	7.000 spans/chat
+BenchmarkTracingDecision-2	1	6580339085 ns/op	0.9989 alloc-ratio	400.0 off-alloc-KiB	10.00 off-p50-ms	23.27 off-p90-ms	399.6 on-alloc-KiB	10.80 on-p50-ms	14.39 on-p90-ms	1.0804 p50-ratio	1.051 p50-ratio-ci-lo	1.1 p50-ratio-ci-hi	1.040 block-ratio-min	1.120 block-ratio-max	4.000 blocks	150.0 runs	1.960 spans/run
 `)
 	var got []Row
 	for _, row := range table(r) {
@@ -97,8 +97,8 @@ BenchmarkTracingDecision-2	1	6580339085 ns/op	0.9989 alloc-ratio	400.0 off-alloc
 		t.Fatalf("item 8 has %d rows, want 2: %+v", len(got), got)
 	}
 	for i, want := range []struct{ measure, result, ratio, status string }{
-		{"48 chats each way in 2 blocks", "112 ms / 115 ms (2058 KiB)", "1.03× (one block: 0.99×–1.07×; memory 1.03×)", "met"},
-		{"150 runs each way in 4 blocks", "10.8 ms / 14.4 ms (400 KiB)", "1.08× (one block: 1.04×–1.12×; memory 1.00×)", "missed"},
+		{"48 chats each way in 2 blocks", "112 ms / 115 ms (2058 KiB)", "1.030× (95 % interval 1.010×–1.049×; one block: 0.99×–1.07×; memory 1.03×)", "met"},
+		{"150 runs each way in 4 blocks", "10.8 ms / 14.4 ms (400 KiB)", "1.080× (95 % interval 1.051×–1.100×; one block: 1.04×–1.12×; memory 1.00×)", "missed"},
 	} {
 		row := got[i]
 		if !strings.Contains(row.Measure, want.measure) || row.Result != want.result || row.Ratio != want.ratio ||
