@@ -16,12 +16,12 @@
 # go.sum, checked against the checksum database, so a version names exactly
 # one build (it refuses modules whose go.mod has replace directives, and none
 # of these has). Binaries are static (CGO_ENABLED=0) and cached outside the
-# checkout, keyed by version, like hack/build-k8s.sh: $KUBESKILLS_CACHE, else
-# ${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills. A second run does nothing.
+# checkout (hack/build-lib.sh), keyed by version, like hack/build-k8s.sh. A
+# second run does nothing.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cache=${KUBESKILLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills}
+source "$root/hack/build-lib.sh"
 
 # gojq v0.12.20 needs a go-yaml pseudo-version the proxy does not serve.
 gojq_pkg=github.com/itchyny/gojq/cmd/gojq@v0.12.19
@@ -41,18 +41,24 @@ ensure() { # ensure TOOL PACKAGE@VERSION: build into the cache if missing, link 
   local tool=$1 pkg=$2 version=${2##*@} bin
   bin=$(basename "${2%@*}")
   local dir="$cache/$tool/$version"
-  if [ ! -x "$dir/$bin" ]; then
-    echo "building $tool $version into $dir" >&2
-    local start=$SECONDS
-    mkdir -p "$dir.tmp"
-    # One set of flags for every build: changing them invalidates Go's cache.
-    (cd "$cache" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$dir.tmp" \
-      go install -trimpath -ldflags "-s -w" "$pkg")
-    rm -rf "$dir" && mv "$dir.tmp" "$dir"
-    echo "built $tool $version in $((SECONDS - start))s" >&2
-  fi
+  # One set of flags for every build: changing them invalidates Go's cache.
+  once "$dir" build_into "$tool" "$dir" -ldflags "-s -w" "$pkg"
   mkdir -p "$root/bin/addons"
   ln -sfn "$dir/$bin" "$root/bin/addons/$bin"
+}
+
+# build_into TOOL DIR GO_INSTALL_ARG...: go install into DIR, which appears
+# whole when the build is done.
+build_into() {
+  local tool=$1 dir=$2
+  shift 2
+  echo "building $tool ${dir##*/} into $dir" >&2
+  local start=$SECONDS
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  (cd "$cache" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$dir.tmp" \
+    go install -trimpath "$@")
+  mv "$dir.tmp" "$dir"
+  echo "built $tool ${dir##*/} in $((SECONDS - start))s" >&2
 }
 
 # ensure_containerd: containerd's three commands, built together into the
@@ -60,27 +66,11 @@ ensure() { # ensure TOOL PACKAGE@VERSION: build into the cache if missing, link 
 ensure_containerd() {
   local dir="$cache/containerd/$containerd_version" c pkgs=()
   for c in "${containerd_cmds[@]}"; do pkgs+=("$containerd_module/cmd/$c@$containerd_version"); done
-  if ! all_executable "$dir" "${containerd_cmds[@]}"; then
-    echo "building containerd $containerd_version into $dir" >&2
-    local start=$SECONDS
-    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-    (cd "$cache" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOBIN="$dir.tmp" \
-      go install -trimpath -tags no_btrfs \
-      -ldflags "-s -w -X $containerd_module/version.Version=$containerd_version" "${pkgs[@]}")
-    rm -rf "$dir" && mv "$dir.tmp" "$dir"
-    echo "built containerd $containerd_version in $((SECONDS - start))s" >&2
-  fi
+  once "$dir" build_into containerd "$dir" -tags no_btrfs \
+    -ldflags "-s -w -X $containerd_module/version.Version=$containerd_version" "${pkgs[@]}"
   mkdir -p "$root/bin/addons"
   for c in "${containerd_cmds[@]}"; do ln -sfn "$dir/$c" "$root/bin/addons/$c"; done
 }
-all_executable() { # all_executable DIR FILE...
-  local dir=$1 f; shift
-  for f in "$@"; do [ -x "$dir/$f" ] || return 1; done
-}
-
-mkdir -p "$cache"
-exec 9>"$cache/.build-addons.lock"
-flock 9
 
 tools=("$@")
 [ ${#tools[@]} -gt 0 ] || tools=(gojq kube-router)

@@ -3,25 +3,21 @@
 #
 #   hack/build-helm.sh [version]   (default: $HELM_VERSION, else the pin below)
 #
-# The binary is cached outside the checkout, keyed by version, so a fresh
-# clone on the same machine reuses it: $KUBESKILLS_CACHE, else
-# ${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills. A second run does nothing.
+# The binary is cached outside the checkout (hack/build-lib.sh), keyed by
+# version, so a fresh clone on the same machine reuses it. A second run does
+# nothing.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cache=${KUBESKILLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills}
+source "$root/hack/build-lib.sh"
 version=${1:-${HELM_VERSION:-v3.22.0}}
 out="$cache/helm/$version/helm"
 link="$root/bin/helm"
 
-if [ ! -x "$out" ]; then
-  mkdir -p "$cache"
-  exec 9>"$cache/.build.lock"
-  flock 9 # one build at a time: tests and make may ask together
-fi
-if [ ! -x "$out" ]; then
+build() {
   echo "building helm $version into $(dirname "$out")" >&2
-  start=$SECONDS
+  local start=$SECONDS gomod client_go k8s_minor ldflags p
+  # once runs this in a subshell, whose end removes the folder.
   tmp=$(mktemp -d "$cache/helm-build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   # Helm's own build stamps its version and the Kubernetes version that
@@ -37,10 +33,11 @@ if [ ! -x "$out" ]; then
   # Run outside any module so the build uses Helm's own go.mod.
   (cd "$tmp" && GOBIN="$tmp/bin" CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
     go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$version")
-  mkdir -p "$(dirname "$out")"
   mv "$tmp/bin/helm" "$out"
   echo "built helm in $((SECONDS - start))s" >&2
-fi
+}
+
+once "$out" build
 if [ "$(readlink "$link" 2>/dev/null)" != "$out" ]; then
   mkdir -p "$(dirname "$link")"
   ln -sfn "$out" "$link"

@@ -4,13 +4,13 @@
 #
 #   hack/build-k8s.sh [component...]   (default: kube-apiserver etcd kubectl)
 #
-# Binaries are cached outside the checkout, keyed by version, so a fresh clone
-# on the same machine reuses them: $KUBESKILLS_CACHE, else
-# ${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills. A second run does nothing.
+# Binaries are cached outside the checkout (hack/build-lib.sh), keyed by
+# version, so a fresh clone on the same machine reuses them. A second run
+# does nothing.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cache=${KUBESKILLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kubeskills}
+source "$root/hack/build-lib.sh"
 
 # module_version MODULE_DIR MODULE_PATH prints the version MODULE_DIR/go.mod selects.
 module_version() {
@@ -48,21 +48,17 @@ ensure() { # ensure COMPONENT: build into the cache if missing, link into bin/
   case $c in
     etcd)
       out="$cache/etcd/$etcd_version/etcd"
-      [ -x "$out" ] || build "$root/hack/etcd" "$out" . ""
+      once "$out" build "$root/hack/etcd" "$out" . ""
       ;;
     kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy)
       out="$cache/k8s/$k8s_version/$c"
-      [ -x "$out" ] || build "$root/hack/k8s" "$out" "k8s.io/kubernetes/cmd/$c" "$(k8s_ldflags)"
+      once "$out" build "$root/hack/k8s" "$out" "k8s.io/kubernetes/cmd/$c" "$(k8s_ldflags)"
       ;;
     *) echo "unknown component: $c" >&2; exit 2 ;;
   esac
   mkdir -p "$assets"
   ln -sfn "$out" "$assets/$c"
 }
-
-mkdir -p "$cache"
-exec 9>"$cache/.build.lock"
-flock 9 # one build at a time: tests and the demo may ask together
 
 components=("$@")
 [ ${#components[@]} -gt 0 ] || components=(kube-apiserver etcd kubectl)
