@@ -23,9 +23,8 @@ healthy() {
 }
 
 start=$SECONDS
-"$root/hack/build-k8s.sh" etcd kube-apiserver kubectl kube-controller-manager \
-  kube-scheduler kubelet kube-proxy >/dev/null
-addons=$("$root/hack/build-addons.sh" kube-router containerd)
+"$root/hack/cluster/build.sh"
+addons="$root/bin/addons"
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$root/hack/k8s/go.mod")
 bin="$root/bin/k8s/$k8s_version"
 kubectl="$bin/kubectl"

@@ -31,10 +31,20 @@
 # bash, curl and ca-certificates; BUSYBOX, BASH_BIN, CURL override): every
 # binary is checked, and a dynamic one brings its libraries, or the build
 # fails saying what to install.
+#
+#   hack/images/build.sh --binaries-only OUT_DIR
+#
+# builds the Go binaries into OUT_DIR/bin and stops: no host program is
+# needed yet (hack/cluster/build.sh).
 set -euo pipefail
 
+binaries_only=false
+if [ "${1:-}" = --binaries-only ]; then
+	binaries_only=true
+	shift
+fi
 if [ $# -ne 1 ]; then
-	echo "usage: $0 OUT_DIR" >&2
+	echo "usage: $0 [--binaries-only] OUT_DIR" >&2
 	exit 2
 fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -51,6 +61,7 @@ go build "${flags[@]}" -o "$out/bin/" ./pause
 (cd "$root/hack/coredns" && go build "${flags[@]}" -o "$out/bin/" .)
 (cd "$root/hack/flux" && go build "${flags[@]}" -o "$out/bin/" \
 	github.com/fluxcd/source-controller github.com/fluxcd/kustomize-controller)
+$binaries_only && exit 0
 go build -o "$out/tools/images" .
 k8s=$("$root/hack/build-k8s.sh" kubectl)
 addons=$("$root/hack/build-addons.sh" gojq)
