@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -201,7 +202,12 @@ func waitRun(t *testing.T, ns, command string, phase skillsv1.RunPhase) *skillsv
 			}
 		}
 		g.Expect(found).NotTo(BeNil())
-		g.Expect(found.Status.Phase).To(Equal(phase))
+		// A run that ended elsewhere says why in its Succeeded condition.
+		why := ""
+		if c := apimeta.FindStatusCondition(found.Status.Conditions, skillsv1.SucceededCondition); c != nil {
+			why = c.Reason + ": " + c.Message
+		}
+		g.Expect(found.Status.Phase).To(Equal(phase), "run %s, %s", found.Name, why)
 	}, timeout, interval).Should(Succeed(), "no run of %q reached %s", command, phase)
 	return found
 }
