@@ -259,7 +259,8 @@ func TestAPI_ErrorsCarryNoInternals(t *testing.T) {
 	g.Expect(e.Error.Message).To(Equal("the model could not answer (request id " + id + ")"))
 	g.Expect(e.Error.Type).To(Equal("model_error"))
 	g.Expect(string(body)).NotTo(ContainSubstring(leak))
-	g.Expect(string(body)).NotTo(ContainSubstring("500"))
+	// The random request id may hold "500" itself.
+	g.Expect(strings.ReplaceAll(string(body), id, "")).NotTo(ContainSubstring("500"))
 	g.Expect(logs.text()).To(ContainSubstring(id), "the log has the details under the request id")
 
 	res, body = other.post(t, "/v1/commands", map[string]string{"command": "echo hi"})
