@@ -59,7 +59,7 @@ const (
 	chatBlocks, chatPairs = 2, 64
 	// decisionBlocks blocks of decisionPairs runs are timed each way. None
 	// of a block's runs ends, and its Agent's bound on runs at once (at
-	// most 1000) holds them all. Tracing adds about 4 % to a decision, and
+	// most 1000) holds them all. Tracing adds 2 to 5 % to a decision, and
 	// the p50 ratio of 4 blocks strayed by ±1.2 % from run to run: 8 make
 	// it stray by less than 1 %.
 	decisionBlocks, decisionPairs = 8, 480
