@@ -5,8 +5,9 @@
 #   hack/build-k8s.sh [component...]   (default: kube-apiserver etcd kubectl)
 #
 # Binaries are cached outside the checkout (hack/build-lib.sh), keyed by
-# version, so a fresh clone on the same machine reuses them. A second run
-# does nothing.
+# version and by the digest of the go.sum that built them, so a fresh clone
+# on the same machine reuses them and a change of dependency rebuilds them.
+# A second run does nothing.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,6 +16,10 @@ source "$root/hack/build-lib.sh"
 # module_version MODULE_DIR MODULE_PATH prints the version MODULE_DIR/go.mod selects.
 module_version() {
   (cd "$1" && GOFLAGS=-mod=mod go list -m -f '{{.Version}}' "$2")
+}
+# sum_digest MODULE_DIR prints a short digest of MODULE_DIR/go.sum.
+sum_digest() {
+  sha256sum "$1/go.sum" | cut -c1-12
 }
 k8s_version=$(module_version "$root/hack/k8s" k8s.io/kubernetes)
 etcd_version=$(module_version "$root/hack/etcd" go.etcd.io/etcd/server/v3)
@@ -47,11 +52,11 @@ ensure() { # ensure COMPONENT: build into the cache if missing, link into bin/
   local c=$1 out
   case $c in
     etcd)
-      out="$cache/etcd/$etcd_version/etcd"
+      out="$cache/etcd/$etcd_version-$(sum_digest "$root/hack/etcd")/etcd"
       once "$out" build "$root/hack/etcd" "$out" . ""
       ;;
     kube-apiserver|kubectl|kube-controller-manager|kube-scheduler|kubelet|kube-proxy)
-      out="$cache/k8s/$k8s_version/$c"
+      out="$cache/k8s/$k8s_version-$(sum_digest "$root/hack/k8s")/$c"
       once "$out" build "$root/hack/k8s" "$out" "k8s.io/kubernetes/cmd/$c" "$(k8s_ldflags)"
       ;;
     *) echo "unknown component: $c" >&2; exit 2 ;;
