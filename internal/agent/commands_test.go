@@ -91,6 +91,16 @@ func commandSetup(t *testing.T, mutate func(*skillsv1.CommandPolicy)) (ns string
 	g.Expect(err).NotTo(HaveOccurred())
 	alice, err = client.New(aliceCfg, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
+	// An agent's pod offers a skill once the operator has put it in the
+	// Agent's catalog, and the operator refuses a run naming a skill the
+	// catalog lacks; the fixtures mount the Skill's files themselves, so
+	// they wait for the catalog as the pod would.
+	g.Eventually(func(g Gomega) {
+		a := &skillsv1.Agent{}
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "ops"}, a)).To(Succeed())
+		g.Expect(a.Status.ObservedGeneration).To(Equal(a.Generation))
+		g.Expect(a.Status.Skills).To(ContainElement(HaveField("Name", "hello")))
+	}, timeout, interval).Should(Succeed(), "Agent ops never lists Skill hello in its catalog")
 	return ns, kube, alice
 }
 
