@@ -255,7 +255,7 @@ func (c *commander) watch(ctx context.Context, run *skillsv1.CommandRun, wt wait
 	case errors.Is(cause, errCommandWaitOver):
 		return pending(last, wt.command), nil
 	case errors.Is(cause, errApprovalWaitOver):
-		return pending(last, wt.approval), nil
+		return pending(lim.waiting, wt.approval), nil
 	}
 	return nil, fmt.Errorf("failed to wait for CommandRun %s: %w", run.Name, err)
 }
@@ -293,6 +293,10 @@ type limits struct {
 	deadline     *time.Timer
 	approval     *time.Timer
 	approvalWait time.Duration
+	// waiting is the run as last seen waiting, which the approval wait
+	// reports when it ends it: an event that came after the timer fired
+	// (the run judged again, say) did not end the wait.
+	waiting *skillsv1.CommandRun
 }
 
 func newLimits(w waits, cancel context.CancelCauseFunc) *limits {
@@ -310,6 +314,9 @@ func newLimits(w waits, cancel context.CancelCauseFunc) *limits {
 // than hold its place in the agent's own bound for the command wait.
 func (l *limits) see(run *skillsv1.CommandRun) {
 	awaiting := run.Status.Phase == skillsv1.PhaseAwaitingApproval || queued(run) != nil
+	if awaiting {
+		l.waiting = run
+	}
 	switch {
 	case awaiting && l.approval == nil:
 		l.approval = time.AfterFunc(l.approvalWait, func() { l.cancel(errApprovalWaitOver) })
